@@ -1,0 +1,277 @@
+package events
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/cespare/xxhash/v2"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Config says where the log lives. The zero value is usable: every field has
+// a documented default that [Config.withDefaults] fills in.
+type Config struct {
+	// Stream is the base name of the runs streams; shard k is "<Stream>_<k>".
+	// Default "ARB_RUNS".
+	Stream string
+	// Prefix is the first tokens of every run subject. Default "arb.run".
+	Prefix string
+	// Shards is K, the number of runs streams. A run lives on shard
+	// xxhash(run) mod K. K is recorded in each stream's metadata when the log
+	// is created, and [Open] refuses a different K later. Default 1.
+	Shards int
+	// Replicas per stream (1 or 3 in practice; 3 is recommended in
+	// production). Default 1.
+	Replicas int
+	// Storage is file (the zero value) or memory.
+	Storage jetstream.StorageType
+	// Duplicates is the window in which JetStream recognises a repeated
+	// message id. Default two minutes.
+	Duplicates time.Duration
+}
+
+func (c Config) withDefaults() Config {
+	if c.Stream == "" {
+		c.Stream = "ARB_RUNS"
+	}
+	if c.Prefix == "" {
+		c.Prefix = "arb.run"
+	}
+	if c.Shards == 0 {
+		c.Shards = 1
+	}
+	if c.Replicas == 0 {
+		c.Replicas = 1
+	}
+	if c.Duplicates == 0 {
+		c.Duplicates = 2 * time.Minute
+	}
+	return c
+}
+
+// Validate reports a configuration that cannot work, naming the field.
+func (c Config) Validate() error {
+	c = c.withDefaults()
+	switch {
+	case c.Shards < 1 || c.Shards > 1024:
+		return fmt.Errorf("log config: shards %d (want 1..1024)", c.Shards)
+	case c.Replicas < 1 || c.Replicas > 5:
+		return fmt.Errorf("log config: replicas %d (want 1..5)", c.Replicas)
+	case c.Duplicates < 0:
+		return fmt.Errorf("log config: negative duplicates window %s", c.Duplicates)
+	}
+	return nil
+}
+
+const metaShards = "arbiter_shards"
+
+// Log appends and reads run events on JetStream.
+type Log struct {
+	js  jetstream.JetStream
+	cfg Config
+}
+
+// Open creates or updates the runs streams described by cfg and returns the
+// log. It is idempotent: opening an existing log with the same config changes
+// nothing. It refuses to reshard: a K differing from the one recorded in an
+// existing stream is an error.
+func Open(ctx context.Context, js jetstream.JetStream, cfg Config) (*Log, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	l := &Log{js: js, cfg: cfg}
+	for k := 0; k < cfg.Shards; k++ {
+		name := l.StreamName(k)
+		if s, err := js.Stream(ctx, name); err == nil {
+			if got := s.CachedInfo().Config.Metadata[metaShards]; got != "" && got != strconv.Itoa(cfg.Shards) {
+				return nil, fmt.Errorf("open log: stream %s was created with %s shards, config says %d (resharding is not supported)", name, got, cfg.Shards)
+			}
+		} else if !errors.Is(err, jetstream.ErrStreamNotFound) {
+			return nil, fmt.Errorf("open log: look up stream %s: %w", name, err)
+		}
+		sc := jetstream.StreamConfig{
+			Name:        name,
+			Subjects:    []string{l.shardPrefix(k) + ".>"},
+			Retention:   jetstream.LimitsPolicy,
+			Storage:     cfg.Storage,
+			Replicas:    cfg.Replicas,
+			Duplicates:  cfg.Duplicates,
+			DenyDelete:  true,
+			DenyPurge:   true,
+			AllowDirect: true,
+			Discard:     jetstream.DiscardOld,
+			Metadata:    map[string]string{metaShards: strconv.Itoa(cfg.Shards)},
+		}
+		if _, err := js.CreateOrUpdateStream(ctx, sc); err != nil {
+			return nil, fmt.Errorf("open log: create stream %s: %w", name, err)
+		}
+	}
+	return l, nil
+}
+
+// Config returns the log's configuration with defaults filled in.
+func (l *Log) Config() Config { return l.cfg }
+
+// JetStream returns the JetStream handle the log uses.
+func (l *Log) JetStream() jetstream.JetStream { return l.js }
+
+// Shard returns the shard run lives on.
+func (l *Log) Shard(run string) int {
+	if l.cfg.Shards == 1 {
+		return 0
+	}
+	return int(xxhash.Sum64String(run) % uint64(l.cfg.Shards))
+}
+
+// StreamName returns the name of shard k's stream.
+func (l *Log) StreamName(k int) string { return l.cfg.Stream + "_" + strconv.Itoa(k) }
+
+func (l *Log) shardPrefix(k int) string {
+	if l.cfg.Shards == 1 {
+		return l.cfg.Prefix
+	}
+	return l.cfg.Prefix + "." + strconv.Itoa(k)
+}
+
+// Subject returns the subject an event of kind k of run is stored on:
+// "<prefix>.<run>.<kind>" (with the shard as a token after the prefix when
+// there is more than one shard).
+func (l *Log) Subject(run string, k Kind) string {
+	return l.shardPrefix(l.Shard(run)) + "." + run + "." + string(k)
+}
+
+// RunFilter returns the subject filter matching every event of run. It is
+// the fence subject: every writer to a run fences on this same string.
+func (l *Log) RunFilter(run string) string {
+	return l.shardPrefix(l.Shard(run)) + "." + run + ".>"
+}
+
+// ApprovalFilters returns the subject filters, one per shard, that match
+// every approval event of every run (with one shard: "arb.run.*.approval.>").
+func (l *Log) ApprovalFilters() []string {
+	out := make([]string, l.cfg.Shards)
+	for k := range out {
+		out[k] = l.shardPrefix(k) + ".*.approval.>"
+	}
+	return out
+}
+
+// Tail is where a run stands in the log: the stream sequence of its last
+// event, how many events it has, and the hash of the last one. The zero Tail
+// is a run with no events. Every append is fenced on a Tail.
+type Tail struct {
+	Seq   uint64 `json:"seq"`
+	Count uint64 `json:"count"`
+	Hash  string `json:"hash,omitempty"`
+}
+
+// Record is one stored event with where it is stored.
+type Record struct {
+	Event     Event
+	Data      []byte // the exact stored bytes
+	Stream    string
+	StreamSeq uint64
+}
+
+func isConflict(err error) bool {
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) {
+		switch apiErr.ErrorCode {
+		case jetstream.JSErrCodeStreamWrongLastSequence, 10164:
+			return true
+		}
+	}
+	return false
+}
+
+// ErrConflict is returned when an append's fence no longer holds: another
+// writer appended to the run first. A writer that gets it must stop driving
+// the run.
+var ErrConflict = errors.New("run changed under the writer (fenced append lost)")
+
+// Append stores ev as the next event of its run, fenced on tail: it succeeds
+// only if the run's last event is still the one tail names. It fills in
+// ev.Seq, ev.Prev and ev.V and returns the run's new tail.
+//
+// If an earlier attempt of the same event was stored but its acknowledgement
+// lost, Append recognises the event by its id and returns success, never a
+// second copy. A lost race returns an error wrapping [ErrConflict].
+func (l *Log) Append(ctx context.Context, tail Tail, ev Event) (Tail, error) {
+	rec, err := l.AppendRecord(ctx, tail, ev)
+	if err != nil {
+		return Tail{}, err
+	}
+	return Tail{Seq: rec.StreamSeq, Count: rec.Event.Seq, Hash: Hash(rec.Data)}, nil
+}
+
+// AppendRecord is [Log.Append] returning the stored record.
+func (l *Log) AppendRecord(ctx context.Context, tail Tail, ev Event) (Record, error) {
+	if err := ValidRunID(ev.Run); err != nil {
+		return Record{}, fmt.Errorf("append: %w", err)
+	}
+	if err := ev.Kind.check(); err != nil {
+		return Record{}, fmt.Errorf("append to run %s: %w", ev.Run, err)
+	}
+	ev.V = FormatVersion
+	ev.Seq = tail.Count + 1
+	ev.Prev = tail.Hash
+	data, err := ev.Encode()
+	if err != nil {
+		return Record{}, err
+	}
+	msg := &nats.Msg{Subject: l.Subject(ev.Run, ev.Kind), Data: data}
+	ack, err := l.js.PublishMsg(ctx, msg,
+		jetstream.WithMsgID(ev.ID),
+		jetstream.WithExpectLastSequenceForSubject(tail.Seq, l.RunFilter(ev.Run)))
+	if err == nil {
+		return Record{Event: ev, Data: data, Stream: ack.Stream, StreamSeq: ack.Sequence}, nil
+	}
+	// A lost race, or an attempt whose outcome we do not know: the event may
+	// be ours already (stored, ack lost). Only the run's last message says.
+	if isConflict(err) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) || errors.Is(err, jetstream.ErrNoStreamResponse) {
+		if last, lerr := l.last(ctx, ev.Run); lerr == nil && last != nil && last.Header.Get(jetstream.MsgIDHeader) == ev.ID {
+			return Record{Event: ev, Data: last.Data, Stream: l.StreamName(l.Shard(ev.Run)), StreamSeq: last.Sequence}, nil
+		}
+		if isConflict(err) {
+			return Record{}, fmt.Errorf("append %s to run %s at %d: %w", ev.Kind, ev.Run, ev.Seq, ErrConflict)
+		}
+	}
+	return Record{}, fmt.Errorf("append %s to run %s: %w", ev.Kind, ev.Run, err)
+}
+
+// last returns the run's last stored message, or nil if the run has none.
+func (l *Log) last(ctx context.Context, run string) (*jetstream.RawStreamMsg, error) {
+	s, err := l.js.Stream(ctx, l.StreamName(l.Shard(run)))
+	if err != nil {
+		return nil, err
+	}
+	m, err := s.GetLastMsgForSubject(ctx, l.RunFilter(run))
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return nil, nil
+	}
+	return m, err
+}
+
+// Tail returns where run stands now, read from its last stored event.
+func (l *Log) Tail(ctx context.Context, run string) (Tail, error) {
+	if err := ValidRunID(run); err != nil {
+		return Tail{}, err
+	}
+	m, err := l.last(ctx, run)
+	if err != nil {
+		return Tail{}, fmt.Errorf("tail of run %s: %w", run, err)
+	}
+	if m == nil {
+		return Tail{}, nil
+	}
+	e, err := Decode(m.Data)
+	if err != nil {
+		return Tail{}, fmt.Errorf("tail of run %s: %w", run, err)
+	}
+	return Tail{Seq: m.Sequence, Count: e.Seq, Hash: Hash(m.Data)}, nil
+}

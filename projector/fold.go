@@ -1,0 +1,295 @@
+package projector
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/arbiter-run/arbiter/events"
+	"github.com/cespare/xxhash/v2"
+)
+
+// ErrFold marks an event the fold cannot apply to the view it has: out of
+// order, for another run, after the run ended, or naming a step or approval
+// that does not exist. A run whose events do not fold is never driven.
+var ErrFold = errors.New("event does not fold")
+
+// Outcomes as recorded in policy results.
+const (
+	Allow           = "allow"
+	Deny            = "deny"
+	Abort           = "abort"
+	RequireApproval = "require_approval"
+)
+
+// Fold folds evs, a run's events from its first on, into a view.
+func Fold(evs ...events.Event) (View, error) {
+	var v View
+	for _, e := range evs {
+		if err := v.Apply(e); err != nil {
+			return View{}, err
+		}
+	}
+	return v, nil
+}
+
+// Apply folds one event into v.
+//
+// Apply must be deterministic: the view it produces depends only on v and e,
+// never on the clock, the environment, randomness or map order, so that
+// folding a run's events from the start, or from any prefix's view onward,
+// gives the same view on every worker (TestFold_PrefixThenRestEqualsAll).
+// Every handler checks the event fully before it changes anything, so on
+// error v is left unchanged. Apply changes v in place (a fold is linear in
+// the events, not quadratic); hand consumers [View.Clone].
+func (v *View) Apply(e events.Event) error {
+	if v.Run.Events == 0 && e.Kind != events.RunCreated {
+		return v.errf(e, "a run starts with %s", events.RunCreated)
+	}
+	if v.Run.Events > 0 && e.Run != v.Run.ID {
+		return v.errf(e, "event of run %q", e.Run)
+	}
+	if e.Seq != v.Run.Events+1 {
+		return v.errf(e, "position %d after %d events", e.Seq, v.Run.Events)
+	}
+	if v.Run.Status.Ended() && !isApprovalKind(e.Kind) {
+		return v.errf(e, "run already %s", v.Run.Status)
+	}
+	if err := v.apply(e); err != nil {
+		return err
+	}
+	v.Run.Events = e.Seq
+	v.Run.Updated = e.Time
+	return nil
+}
+
+func isApprovalKind(k events.Kind) bool {
+	switch k {
+	case events.ApprovalGranted, events.ApprovalDenied, events.ApprovalRefused:
+		return true
+	}
+	return false
+}
+
+func (v *View) errf(e events.Event, format string, a ...any) error {
+	return fmt.Errorf("%w: run %s event %d (%s %s): %s", ErrFold, e.Run, e.Seq, e.Kind, e.ID, fmt.Sprintf(format, a...))
+}
+
+func (v *View) apply(e events.Event) error {
+	switch e.Kind {
+	case events.RunCreated:
+		return applyBody(v, e, v.created)
+	case events.RunTools:
+		return applyBody(v, e, func(e events.Event, b events.RunToolsBody) error { v.Run.Tools = b.Tools; return nil })
+	case events.StepDecided:
+		return applyBody(v, e, v.decided)
+	case events.StepPolicy, events.ApprovalRequested:
+		return applyBody(v, e, v.policy)
+	case events.StepObserved:
+		return applyBody(v, e, v.observed)
+	case events.StepInterrupted:
+		return applyBody(v, e, v.interrupted)
+	case events.ApprovalGranted, events.ApprovalDenied:
+		return applyBody(v, e, v.decision)
+	case events.ApprovalExpired:
+		return applyBody(v, e, v.expired)
+	case events.ApprovalRefused:
+		return applyBody(v, e, v.refused)
+	case events.RunFinished, events.RunFailed, events.RunCancelled:
+		return applyBody(v, e, v.ended)
+	}
+	return v.errf(e, "unknown kind")
+}
+
+func applyBody[T any](v *View, e events.Event, fn func(events.Event, T) error) error {
+	b, err := events.DecodeBody[T](e)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrFold, err)
+	}
+	return fn(e, b)
+}
+
+func (v *View) created(e events.Event, b events.RunCreatedBody) error {
+	v.Run = Run{
+		ID: e.Run, Status: Running, Agent: b.Agent, Input: b.Input,
+		Tools: b.Tools, Limits: b.Limits, Created: e.Time,
+	}
+	return nil
+}
+
+func (v *View) decided(e events.Event, b events.StepDecidedBody) error {
+	if b.Step != len(v.Steps)+1 {
+		return v.errf(e, "step %d decided after %d steps", b.Step, len(v.Steps))
+	}
+	if last := v.Step(len(v.Steps)); last != nil && last.Observation == nil {
+		return v.errf(e, "step %d decided while step %d has no observation", b.Step, last.N)
+	}
+	v.Steps = append(v.Steps, Step{N: b.Step, Decision: b, Decided: e.Time})
+	v.Run.Steps++
+	return nil
+}
+
+func (v *View) step(e events.Event, n int) (*Step, error) {
+	s := v.Step(n)
+	if s == nil {
+		return nil, v.errf(e, "no step %d", n)
+	}
+	if s.Observation != nil {
+		return nil, v.errf(e, "step %d already observed", n)
+	}
+	return s, nil
+}
+
+func (v *View) policy(e events.Event, b events.PolicyBody) error {
+	s, err := v.step(e, b.Step)
+	if err != nil {
+		return err
+	}
+	wantApproval := e.Kind == events.ApprovalRequested
+	switch {
+	case wantApproval && (b.Outcome != RequireApproval || b.Approval == nil):
+		return v.errf(e, "approval request with outcome %q and approval %v", b.Outcome, b.Approval != nil)
+	case !wantApproval && b.Outcome != Allow && b.Outcome != Deny && b.Outcome != Abort:
+		return v.errf(e, "policy result with outcome %q", b.Outcome)
+	}
+	var consumed *Approval
+	if b.Consumes != "" {
+		consumed = v.Approval(b.Consumes)
+		if consumed == nil || consumed.State != Granted || consumed.Step != b.Step {
+			return v.errf(e, "consumes approval %q, which is not granted for step %d", b.Consumes, b.Step)
+		}
+	}
+	if wantApproval && v.Approval(b.Approval.ID) != nil {
+		return v.errf(e, "approval %q requested twice", b.Approval.ID)
+	}
+	if consumed != nil {
+		consumed.State = Consumed
+	}
+	// A new evaluation supersedes any approval of this step still open.
+	for i := range v.Approvals {
+		if a := &v.Approvals[i]; a.Step == b.Step && (a.State == Pending || a.State == Granted) {
+			a.State = Superseded
+		}
+	}
+	s.Policy = &b
+	s.Evaluations++
+	v.Run.Status, v.Run.Reason = Running, ""
+	switch b.Outcome {
+	case Deny:
+		v.observe(s, events.ObservedBody{Step: b.Step, Kind: events.ObsPolicyDenied, Content: fmt.Sprintf("%s: %s", s.Decision.Tool, b.Reason)})
+	case Abort:
+		v.Run.Status, v.Run.Reason, v.Run.Detail = Failed, events.ReasonPolicyAbort, b.Reason
+	case RequireApproval:
+		v.Approvals = append(v.Approvals, Approval{
+			ApprovalRequest: *b.Approval, Step: b.Step, Origin: b.Origin, State: Pending, Requested: e.Time,
+		})
+		v.Run.Status, v.Run.Reason = Waiting, b.Approval.Kind
+	}
+	return nil
+}
+
+func (v *View) observed(e events.Event, b events.ObservedBody) error {
+	s, err := v.step(e, b.Step)
+	if err != nil {
+		return err
+	}
+	v.observe(s, b)
+	return nil
+}
+
+// observe records a step's observation and the counters that follow from it.
+func (v *View) observe(s *Step, o events.ObservedBody) {
+	s.Observation = &o
+	if o.Kind == events.ObsResult {
+		v.Run.FailuresInRow = 0
+	} else {
+		v.Run.FailuresInRow++
+	}
+	h := xxhash.New()
+	for _, part := range [][]byte{[]byte(s.Decision.Tool), s.Decision.RawArgs(), []byte(o.Kind), []byte(o.Content)} {
+		_, _ = h.Write(part)
+		_, _ = h.Write([]byte{0})
+	}
+	if fp := h.Sum64(); fp == v.Run.Fingerprint && v.Run.Repeats > 0 {
+		v.Run.Repeats++
+	} else {
+		v.Run.Fingerprint, v.Run.Repeats = fp, 1
+	}
+}
+
+func (v *View) interrupted(e events.Event, b events.InterruptedBody) error {
+	s, err := v.step(e, b.Step)
+	if err != nil {
+		return err
+	}
+	if !s.Executing() {
+		return v.errf(e, "step %d is not an allowed call without observation", b.Step)
+	}
+	switch b.Resolution {
+	case events.ResolvedDone:
+		if b.Observation == nil {
+			return v.errf(e, "reconciled as done with no observation")
+		}
+		v.observe(s, *b.Observation)
+	case events.ResolvedNotDone:
+		s.Policy = nil
+	case events.ResolvedRerun:
+	default:
+		return v.errf(e, "unknown resolution %q", b.Resolution)
+	}
+	s.Interrupted = &b
+	return nil
+}
+
+func (v *View) decision(e events.Event, b events.DecisionBody) error {
+	a := v.Approval(b.Approval)
+	if a == nil {
+		return v.errf(e, "no approval %q", b.Approval)
+	}
+	// A decision on an approval that is not pending changes nothing; the
+	// worker records it as refused.
+	if a.State != Pending {
+		return nil
+	}
+	if e.Kind == events.ApprovalGranted {
+		a.State = Granted
+	} else {
+		a.State = Denied
+	}
+	a.Decision, a.DecisionEvent = &b, e.ID
+	return nil
+}
+
+func (v *View) expired(e events.Event, b events.ExpiredBody) error {
+	a := v.Approval(b.Approval)
+	if a == nil || a.State != Pending {
+		return v.errf(e, "approval %q is not pending", b.Approval)
+	}
+	a.State = Expired
+	v.Run.Status, v.Run.Reason = Cancelled, events.ReasonApprovalExpired
+	return nil
+}
+
+func (v *View) refused(e events.Event, b events.RefusedBody) error {
+	a := v.Approval(b.Approval)
+	if a == nil {
+		return v.errf(e, "no approval %q", b.Approval)
+	}
+	if a.DecisionEvent == b.Event && (a.State == Granted || a.State == Denied) {
+		a.State, a.Decision, a.DecisionEvent = Pending, nil, ""
+	}
+	a.Refusals = append(a.Refusals, b)
+	return nil
+}
+
+func (v *View) ended(e events.Event, b events.EndBody) error {
+	switch e.Kind {
+	case events.RunFinished:
+		v.Run.Status = Completed
+	case events.RunFailed:
+		v.Run.Status = Failed
+	default:
+		v.Run.Status = Cancelled
+	}
+	v.Run.Reason, v.Run.Detail, v.Run.Result = b.Reason, b.Detail, b.Result
+	return nil
+}

@@ -1,0 +1,242 @@
+// Package projector owns the run view: the fold of a run's events into its
+// current state (the run row, every step, every approval). The fold is pure:
+// it reads nothing but the events it is handed, so every worker, the replay
+// audit and the operator command derive the same view from the same events.
+//
+// It must not decide anything (that is the policy's job), touch the network,
+// or read a clock.
+package projector
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/arbiter-run/arbiter/events"
+)
+
+// Status is a run's state.
+type Status string
+
+// The statuses a run can be in.
+const (
+	Running   Status = "RUNNING"
+	Waiting   Status = "WAITING_FOR_APPROVAL"
+	Completed Status = "COMPLETED"
+	Failed    Status = "FAILED"
+	Cancelled Status = "CANCELLED"
+)
+
+// Ended reports whether s is terminal.
+func (s Status) Ended() bool { return s == Completed || s == Failed || s == Cancelled }
+
+// ApprovalState is where an approval stands.
+type ApprovalState string
+
+// The states of an approval. Granted and Denied mean a decision event was
+// recorded; a worker verifies its signature before acting, and records a
+// refusal (which returns the approval to Pending) when it does not verify.
+const (
+	Pending  ApprovalState = "pending"
+	Granted  ApprovalState = "granted"
+	Denied   ApprovalState = "denied"
+	Expired  ApprovalState = "expired"
+	Consumed ApprovalState = "consumed"
+	// Superseded is an approval whose step was evaluated again without
+	// consuming it: it can never be used after that.
+	Superseded ApprovalState = "superseded"
+)
+
+// Run is the run row.
+type Run struct {
+	ID     string
+	Status Status
+	// Reason is why the run ended, or the kind of approval it waits for.
+	Reason string
+	Detail string
+	// Result is the terminal tool's result for a completed run.
+	Result string
+	Agent  string
+	Input  json.RawMessage
+	Tools  []events.ToolSpec
+	Limits events.Limits
+	// Steps counts the steps decided.
+	Steps int
+	// FailuresInRow counts failed steps since the last success.
+	FailuresInRow int
+	// Repeats counts how many steps in a row made the same request with the
+	// same result (loop detection); Fingerprint identifies that request and
+	// result.
+	Repeats     int
+	Fingerprint uint64
+	Created     time.Time
+	Updated     time.Time
+	// Events is the number of events folded.
+	Events uint64
+}
+
+// Step is one decision of the agent and what came of it.
+type Step struct {
+	N        int
+	Decision events.StepDecidedBody
+	Decided  time.Time
+	// Policy is the latest policy result for the step (nil before the
+	// policy has been asked, or after a reconciliation said the call never
+	// happened).
+	Policy *events.PolicyBody
+	// Evaluations counts the policy results recorded for the step.
+	Evaluations int
+	Observation *events.ObservedBody
+	Interrupted *events.InterruptedBody
+}
+
+// Executing reports whether the step was allowed and has no observation: its
+// call is in flight, or was interrupted if nobody is driving it.
+func (s Step) Executing() bool {
+	return s.Policy != nil && s.Policy.Outcome == "allow" && s.Observation == nil
+}
+
+// Approval is an approval a step asked for, and where it stands.
+type Approval struct {
+	events.ApprovalRequest
+	Step      int
+	Origin    string
+	State     ApprovalState
+	Requested time.Time
+	// Decision is the recorded decision, with DecisionEvent its event id.
+	Decision      *events.DecisionBody
+	DecisionEvent string
+	// Refusals lists decisions that were refused, in order.
+	Refusals []events.RefusedBody
+}
+
+// View is a run as its events say it is.
+type View struct {
+	Run       Run
+	Steps     []Step
+	Approvals []Approval
+}
+
+// Step returns step n (1-based), or nil.
+func (v *View) Step(n int) *Step {
+	if n < 1 || n > len(v.Steps) {
+		return nil
+	}
+	return &v.Steps[n-1]
+}
+
+// Approval returns the approval with id, or nil.
+func (v *View) Approval(id string) *Approval {
+	for i := range v.Approvals {
+		if v.Approvals[i].ID == id {
+			return &v.Approvals[i]
+		}
+	}
+	return nil
+}
+
+// PendingApproval returns the approval the run waits on (the latest approval
+// still pending or decided but not acted on), or nil.
+func (v *View) PendingApproval() *Approval {
+	for i := len(v.Approvals) - 1; i >= 0; i-- {
+		switch v.Approvals[i].State {
+		case Pending, Granted, Denied:
+			return &v.Approvals[i]
+		}
+	}
+	return nil
+}
+
+// Clone returns a deep copy of v: changing the copy changes nothing in v.
+func (v View) Clone() View {
+	c := View{Run: v.Run}
+	c.Run.Input = cloneRaw(v.Run.Input)
+	c.Run.Tools = cloneTools(v.Run.Tools)
+	if v.Steps != nil {
+		c.Steps = make([]Step, len(v.Steps))
+		for i, s := range v.Steps {
+			c.Steps[i] = s.clone()
+		}
+	}
+	if v.Approvals != nil {
+		c.Approvals = make([]Approval, len(v.Approvals))
+		for i, a := range v.Approvals {
+			c.Approvals[i] = a.clone()
+		}
+	}
+	return c
+}
+
+func (s Step) clone() Step {
+	c := s
+	if s.Decision.ArgsBytes != nil {
+		c.Decision.ArgsBytes = append([]byte(nil), s.Decision.ArgsBytes...)
+	}
+	if s.Policy != nil {
+		p := clonePolicy(*s.Policy)
+		c.Policy = &p
+	}
+	if s.Observation != nil {
+		o := *s.Observation
+		c.Observation = &o
+	}
+	if s.Interrupted != nil {
+		in := *s.Interrupted
+		if in.Observation != nil {
+			o := *in.Observation
+			in.Observation = &o
+		}
+		c.Interrupted = &in
+	}
+	return c
+}
+
+func (a Approval) clone() Approval {
+	c := a
+	c.ApprovalRequest = cloneRequest(a.ApprovalRequest)
+	if a.Decision != nil {
+		d := *a.Decision
+		c.Decision = &d
+	}
+	if a.Refusals != nil {
+		c.Refusals = append([]events.RefusedBody(nil), a.Refusals...)
+	}
+	return c
+}
+
+func clonePolicy(p events.PolicyBody) events.PolicyBody {
+	p.Args = cloneRaw(p.Args)
+	if p.Approval != nil {
+		r := cloneRequest(*p.Approval)
+		p.Approval = &r
+	}
+	return p
+}
+
+func cloneRequest(r events.ApprovalRequest) events.ApprovalRequest {
+	r.Capability = cloneRaw(r.Capability)
+	r.Presentation = cloneRaw(r.Presentation)
+	if r.ExpiresAt != nil {
+		t := *r.ExpiresAt
+		r.ExpiresAt = &t
+	}
+	return r
+}
+
+func cloneTools(ts []events.ToolSpec) []events.ToolSpec {
+	if ts == nil {
+		return nil
+	}
+	out := make([]events.ToolSpec, len(ts))
+	for i, t := range ts {
+		t.Schema = cloneRaw(t.Schema)
+		out[i] = t
+	}
+	return out
+}
+
+func cloneRaw(b json.RawMessage) json.RawMessage {
+	if b == nil {
+		return nil
+	}
+	return append(json.RawMessage(nil), b...)
+}

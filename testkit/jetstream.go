@@ -1,0 +1,116 @@
+package testkit
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/arbiter-run/arbiter/embedded"
+	"github.com/arbiter-run/arbiter/events"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// JS is an embedded JetStream server for one test, with a client on it.
+type JS struct {
+	Server *embedded.Server
+	Conn   *nats.Conn
+	JS     jetstream.JetStream
+}
+
+// JetStream starts an embedded JetStream server storing in t.TempDir(),
+// listening on a free port on 127.0.0.1, connects a client in-process, and
+// stops both when the test ends.
+func JetStream(t testing.TB) *JS {
+	t.Helper()
+	s, err := embedded.Start(embedded.Config{Dir: t.TempDir(), Port: -1})
+	if err != nil {
+		t.Fatalf("start embedded JetStream: %v", err)
+	}
+	t.Cleanup(s.Stop)
+	return connect(t, s)
+}
+
+func connect(t testing.TB, s *embedded.Server) *JS {
+	t.Helper()
+	nc, err := s.Connect()
+	if err != nil {
+		t.Fatalf("connect to embedded JetStream: %v", err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatalf("jetstream: %v", err)
+	}
+	return &JS{Server: s, Conn: nc, JS: js}
+}
+
+// Log opens an events log with cfg on j, failing the test on error.
+func (j *JS) Log(t testing.TB, cfg events.Config) *events.Log {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	l, err := events.Open(ctx, j.JS, cfg)
+	if err != nil {
+		t.Fatalf("open log: %v", err)
+	}
+	return l
+}
+
+// Cluster starts n embedded JetStream servers routed to each other on
+// 127.0.0.1 in this process, waits until the cluster has a JetStream leader,
+// and stops them when the test ends. Servers are named a0, a1, ….
+func Cluster(t testing.TB, n int) []*embedded.Server {
+	t.Helper()
+	ports := freePorts(t, n)
+	routes := make([]string, n)
+	for i, p := range ports {
+		routes[i] = fmt.Sprintf("nats-route://127.0.0.1:%d", p)
+	}
+	servers := make([]*embedded.Server, n)
+	for i := range servers {
+		s, err := embedded.Start(embedded.Config{
+			Dir: t.TempDir(), Name: fmt.Sprintf("a%d", i), Port: -1,
+			Cluster: &embedded.ClusterConfig{Name: "arbiter-test", Port: ports[i], Routes: routes},
+		})
+		if err != nil {
+			t.Fatalf("start cluster node %d: %v", i, err)
+		}
+		servers[i] = s
+		t.Cleanup(s.Stop)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		for _, s := range servers {
+			if s.JetStreamIsLeader() {
+				return servers
+			}
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+	t.Fatalf("cluster of %d has no JetStream leader after 20s", n)
+	return nil
+}
+
+// ConnectCluster connects a client over TCP to every server's client URL.
+func ConnectCluster(t testing.TB, servers []*embedded.Server) *JS {
+	t.Helper()
+	url := ""
+	for i, s := range servers {
+		if i > 0 {
+			url += ","
+		}
+		url += s.ClientURL()
+	}
+	nc, err := nats.Connect(url, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+	if err != nil {
+		t.Fatalf("connect to cluster: %v", err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatalf("jetstream: %v", err)
+	}
+	return &JS{Server: servers[0], Conn: nc, JS: js}
+}
