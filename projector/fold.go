@@ -148,7 +148,8 @@ func (v *View) policy(e events.Event, b events.PolicyBody) error {
 	switch {
 	case wantApproval && (b.Outcome != RequireApproval || b.Approval == nil):
 		return v.errf(e, "approval request with outcome %q and approval %v", b.Outcome, b.Approval != nil)
-	case !wantApproval && b.Outcome != Allow && b.Outcome != Deny && b.Outcome != Abort:
+	case !wantApproval && b.Outcome != Allow && b.Outcome != Deny && b.Outcome != Abort &&
+		!(b.Outcome == RequireApproval && b.Consumes != ""):
 		return v.errf(e, "policy result with outcome %q", b.Outcome)
 	}
 	var consumed *Approval
@@ -241,13 +242,12 @@ func (v *View) interrupted(e events.Event, b events.InterruptedBody) error {
 }
 
 func (v *View) decision(e events.Event, b events.DecisionBody) error {
+	// A decision on no approval of this run, or on one that is not pending,
+	// changes nothing but is kept until a worker records its refusal: an
+	// operator's stray or forged event can never break the fold.
 	a := v.Approval(b.Approval)
-	if a == nil {
-		return v.errf(e, "no approval %q", b.Approval)
-	}
-	// A decision on an approval that is not pending changes nothing; the
-	// worker records it as refused.
-	if a.State != Pending {
+	if a == nil || a.State != Pending {
+		v.Strays = append(v.Strays, Stray{Event: e.ID, Kind: e.Kind, Decision: b})
 		return nil
 	}
 	if e.Kind == events.ApprovalGranted {
@@ -270,14 +270,16 @@ func (v *View) expired(e events.Event, b events.ExpiredBody) error {
 }
 
 func (v *View) refused(e events.Event, b events.RefusedBody) error {
-	a := v.Approval(b.Approval)
-	if a == nil {
-		return v.errf(e, "no approval %q", b.Approval)
-	}
-	if a.DecisionEvent == b.Event && (a.State == Granted || a.State == Denied) {
+	if a := v.Approval(b.Approval); a != nil && a.DecisionEvent == b.Event && (a.State == Granted || a.State == Denied) {
 		a.State, a.Decision, a.DecisionEvent = Pending, nil, ""
 	}
-	a.Refusals = append(a.Refusals, b)
+	for i, s := range v.Strays {
+		if s.Event == b.Event {
+			v.Strays = append(v.Strays[:i:i], v.Strays[i+1:]...)
+			break
+		}
+	}
+	v.Refusals = append(v.Refusals, b)
 	return nil
 }
 

@@ -91,8 +91,11 @@ type Step struct {
 
 // Executing reports whether the step was allowed and has no observation: its
 // call is in flight, or was interrupted if nobody is driving it.
+//
+// A result that consumes a granted approval executes too, whatever its
+// outcome (a require_approval whose hash matched the grant).
 func (s Step) Executing() bool {
-	return s.Policy != nil && s.Policy.Outcome == "allow" && s.Observation == nil
+	return s.Policy != nil && (s.Policy.Outcome == Allow || s.Policy.Consumes != "") && s.Observation == nil
 }
 
 // Approval is an approval a step asked for, and where it stands.
@@ -105,8 +108,15 @@ type Approval struct {
 	// Decision is the recorded decision, with DecisionEvent its event id.
 	Decision      *events.DecisionBody
 	DecisionEvent string
-	// Refusals lists decisions that were refused, in order.
-	Refusals []events.RefusedBody
+}
+
+// Stray is a recorded operator decision that did not take: it names no
+// approval of the run, or one that was no longer pending. A worker records a
+// refusal for it; until then it stays listed here.
+type Stray struct {
+	Event    string
+	Kind     events.Kind
+	Decision events.DecisionBody
 }
 
 // View is a run as its events say it is.
@@ -114,6 +124,10 @@ type View struct {
 	Run       Run
 	Steps     []Step
 	Approvals []Approval
+	// Strays are decisions waiting to be refused; Refusals every refusal
+	// recorded, in order.
+	Strays   []Stray
+	Refusals []events.RefusedBody
 }
 
 // Step returns step n (1-based), or nil.
@@ -163,6 +177,12 @@ func (v View) Clone() View {
 			c.Approvals[i] = a.clone()
 		}
 	}
+	if v.Strays != nil {
+		c.Strays = append([]Stray(nil), v.Strays...)
+	}
+	if v.Refusals != nil {
+		c.Refusals = append([]events.RefusedBody(nil), v.Refusals...)
+	}
 	return c
 }
 
@@ -196,9 +216,6 @@ func (a Approval) clone() Approval {
 	if a.Decision != nil {
 		d := *a.Decision
 		c.Decision = &d
-	}
-	if a.Refusals != nil {
-		c.Refusals = append([]events.RefusedBody(nil), a.Refusals...)
 	}
 	return c
 }

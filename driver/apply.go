@@ -1,0 +1,166 @@
+package driver
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/arbiter-run/arbiter/approvals"
+	"github.com/arbiter-run/arbiter/events"
+	"github.com/arbiter-run/arbiter/jsonform"
+	"github.com/arbiter-run/arbiter/policy"
+	"github.com/arbiter-run/arbiter/projector"
+)
+
+func (d *Driver) request(r *Run, n int, ct *CompiledTool, args json.RawMessage) policy.Request {
+	return policy.Request{Run: r.ID(), Step: n, Tool: ct.Record, Args: args}
+}
+
+// apply acts on a policy's answer. It is the one place that does, for the
+// loop and for resume alike: allow records the write-ahead result and then
+// executes; deny and abort are recorded; require_approval records the
+// approval it asks for, unless grant (a verified, granted approval being
+// resumed) has exactly its hash, in which case the grant is consumed and the
+// call executes. An error from the policy, an outcome outside the four, or
+// approval JSON that fails the boundary ends the run as internal_error with
+// nothing executed.
+func (d *Driver) apply(ctx context.Context, r *Run, req policy.Request, dec policy.Decision, evalErr error, grant *projector.Approval) error {
+	fail := func(detail string) error {
+		return d.append(ctx, r, r.ID(), events.RunFailed, events.EndBody{Reason: events.ReasonInternalError, Detail: detail})
+	}
+	if evalErr != nil {
+		return fail(fmt.Sprintf("policy %q returned an error for step %d: %v", d.policyID, req.Step, evalErr))
+	}
+	body := events.PolicyBody{
+		Step: req.Step, Outcome: string(dec.Outcome), Reason: dec.Reason, PolicyID: d.policyID,
+		Args: req.Args, ToolHash: req.Tool.Hash, Resume: grant != nil,
+	}
+	switch dec.Outcome {
+	case policy.Allow:
+		if grant != nil {
+			body.Consumes = grant.ID
+		}
+		return d.execute(ctx, r, req, body)
+	case policy.Deny, policy.Abort:
+		return d.append(ctx, r, r.ID(), events.StepPolicy, body)
+	case policy.RequireApproval:
+		a, err := d.approvalRequest(req, dec)
+		if err != nil {
+			return fail(err.Error())
+		}
+		if grant != nil && grant.Hash == a.Hash {
+			body.Consumes = grant.ID
+			return d.execute(ctx, r, req, body)
+		}
+		body.Approval = a
+		return d.append(ctx, r, r.ID(), events.ApprovalRequested, body)
+	}
+	return fail(fmt.Sprintf("policy %q returned outcome %q for step %d (want allow, deny, abort or require_approval)", d.policyID, dec.Outcome, req.Step))
+}
+
+// approvalRequest builds the approval a require_approval decision asks for,
+// holding its JSON to the boundary and binding it to the request by hash.
+func (d *Driver) approvalRequest(req policy.Request, dec policy.Decision) (*events.ApprovalRequest, error) {
+	a := dec.Approval
+	if a == nil || a.Kind == "" {
+		return nil, fmt.Errorf("policy %q asked for approval on step %d without naming its kind", d.policyID, req.Step)
+	}
+	capability, err := boundaryJSON(a.Capability)
+	if err != nil {
+		return nil, fmt.Errorf("policy %q approval %q capability: %w", d.policyID, a.Kind, err)
+	}
+	presentation, err := boundaryJSON(a.Presentation)
+	if err != nil {
+		return nil, fmt.Errorf("policy %q approval %q presentation: %w", d.policyID, a.Kind, err)
+	}
+	out := &events.ApprovalRequest{
+		ID: events.NewID(), Kind: a.Kind, Reason: dec.Reason, Capability: capability, Presentation: presentation,
+		Hash: approvals.Hash(a.Kind, capability, presentation, req.Tool, req.Args),
+	}
+	ttl := a.ExpiresIn
+	if ttl <= 0 {
+		ttl = d.cfg.ApprovalTTL
+	}
+	if ttl > 0 {
+		at := d.cfg.Now().Add(ttl).UTC()
+		out.ExpiresAt = &at
+	}
+	return out, nil
+}
+
+func boundaryJSON(b json.RawMessage) (json.RawMessage, error) {
+	if b == nil {
+		return json.RawMessage(`{}`), nil
+	}
+	return jsonform.PolicyJSON(b)
+}
+
+// execute appends the write-ahead result (allow, or a consumed grant) and,
+// only once it is acknowledged, runs the tool and records what came of it.
+func (d *Driver) execute(ctx context.Context, r *Run, req policy.Request, body events.PolicyBody) error {
+	if err := d.append(ctx, r, r.ID(), events.StepPolicy, body); err != nil {
+		return err
+	}
+	return d.run(ctx, r, req.Step, req.Args)
+}
+
+// run executes step n's tool with args and records the observation (and, for
+// a terminal tool that succeeded, the run's completion).
+func (d *Driver) run(ctx context.Context, r *Run, n int, args json.RawMessage) error {
+	ct := d.tools[r.view.Step(n).Decision.Tool]
+	kind, content := d.call(ctx, ct, args)
+	if err := d.observe(ctx, r, n, kind, content); err != nil {
+		return err
+	}
+	if ct.Spec.Terminal && kind == events.ObsResult {
+		return d.append(ctx, r, r.ID(), events.RunFinished, events.EndBody{Reason: events.ReasonCompleted, Result: r.view.Step(n).Observation.Content})
+	}
+	return nil
+}
+
+// call runs the tool under its timeout. A panic becomes a tool_error and a
+// missed deadline a timeout; a tool that ignores its context is left behind.
+func (d *Driver) call(ctx context.Context, ct *CompiledTool, args json.RawMessage) (kind, content string) {
+	ctx, cancel := context.WithTimeout(ctx, ct.Spec.Timeout)
+	defer cancel()
+	type out struct {
+		res string
+		err error
+	}
+	done := make(chan out, 1)
+	go func() {
+		defer func() {
+			if p := recover(); p != nil {
+				done <- out{err: fmt.Errorf("tool %s panicked: %v", ct.Spec.Name, p)}
+			}
+		}()
+		res, err := ct.Tool.Execute(ctx, append(json.RawMessage(nil), args...))
+		done <- out{res, err}
+	}()
+	var tick <-chan time.Time
+	if d.cfg.Busy != nil {
+		t := time.NewTicker(5 * time.Second)
+		defer t.Stop()
+		tick = t.C
+	}
+	for {
+		select {
+		case o := <-done:
+			switch {
+			case o.err == nil:
+				return events.ObsResult, o.res
+			case ctx.Err() == context.DeadlineExceeded:
+				return events.ObsTimeout, fmt.Sprintf("tool %s timed out after %s: %v", ct.Spec.Name, ct.Spec.Timeout, o.err)
+			}
+			return events.ObsToolError, o.err.Error()
+		case <-ctx.Done():
+			if ctx.Err() == context.DeadlineExceeded {
+				return events.ObsTimeout, fmt.Sprintf("tool %s timed out after %s", ct.Spec.Name, ct.Spec.Timeout)
+			}
+			return events.ObsToolError, fmt.Sprintf("tool %s cancelled: %v", ct.Spec.Name, ctx.Err())
+		case <-tick:
+			d.cfg.Busy()
+		}
+	}
+}

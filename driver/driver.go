@@ -1,0 +1,228 @@
+// Package driver owns the loop that drives a run one step at a time: record
+// the agent's decision exactly, check its arguments, ask the policy, act on
+// the answer, and record what came of it, every transition one fenced event.
+// It resumes runs paused on an approval and recovers calls a crash
+// interrupted.
+//
+// It is the one package that pulls events, projector, policy and approvals
+// together. Safety rests on the fence: a driver that loses an append stops
+// driving that run at once and never executes a tool after it.
+package driver
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/arbiter-run/arbiter/approvals"
+	"github.com/arbiter-run/arbiter/events"
+	"github.com/arbiter-run/arbiter/policy"
+	"github.com/arbiter-run/arbiter/projector"
+)
+
+// Config builds a [Driver]. Zero values are documented per field.
+type Config struct {
+	// Log is where runs live. Required.
+	Log *events.Log
+	// Policy decides every request. Required.
+	Policy policy.Policy
+	// Tools the agent may request. Names must be unique.
+	Tools []Tool
+	// Limits for runs this driver creates. A zero field takes the default in
+	// [DefaultLimits].
+	Limits events.Limits
+	// ApprovalTTL is how long an approval waits for a decision when the
+	// policy sets no expiry. Zero: approvals do not expire.
+	ApprovalTTL time.Duration
+	// Operators whose signed decisions are accepted. Empty: no grant or
+	// denial is ever accepted.
+	Operators approvals.Operators
+	// MaxObservation bounds the bytes of a tool result recorded (the rest is
+	// cut and the observation marked truncated). Default 64 KiB.
+	MaxObservation int
+	// Now is the clock. Default time.Now.
+	Now func() time.Time
+	// Logger receives what the driver does. Default: discard.
+	Logger *slog.Logger
+	// Busy, when set, is called periodically while a tool executes (a worker
+	// uses it to tell the work queue the run is still held).
+	Busy func()
+}
+
+// DefaultLimits are the limits a run gets when Config.Limits leaves a field
+// zero.
+var DefaultLimits = events.Limits{MaxSteps: 100, MaxFailuresInRow: 5, MaxRepeats: 5}
+
+// Driver drives runs. It is safe for concurrent use by many goroutines, each
+// driving a different run.
+type Driver struct {
+	cfg      Config
+	log      *events.Log
+	policy   policy.Policy
+	policyID string
+	tools    map[string]*CompiledTool
+	specs    []events.ToolSpec
+}
+
+// New checks cfg and builds a driver. It refuses a tool with no schema, a
+// schema that does not compile, an unknown side-effect class, no timeout, a
+// duplicate name, and a policy id that cannot be recorded; each error names
+// the tool or the id and what is wrong.
+func New(cfg Config) (*Driver, error) {
+	if cfg.Log == nil {
+		return nil, errors.New("new driver: no log")
+	}
+	if cfg.Policy == nil {
+		return nil, errors.New("new driver: no policy")
+	}
+	id := policy.ID(cfg.Policy)
+	if err := policy.ValidateID(id); err != nil {
+		return nil, fmt.Errorf("new driver: %w", err)
+	}
+	d := &Driver{cfg: cfg, log: cfg.Log, policy: cfg.Policy, policyID: id, tools: map[string]*CompiledTool{}}
+	for _, t := range cfg.Tools {
+		ct, err := Compile(t)
+		if err != nil {
+			return nil, fmt.Errorf("new driver: %w", err)
+		}
+		if _, dup := d.tools[ct.Spec.Name]; dup {
+			return nil, fmt.Errorf("new driver: %w %q: registered twice", ErrBadTool, ct.Spec.Name)
+		}
+		d.tools[ct.Spec.Name] = ct
+		d.specs = append(d.specs, ct.Record)
+	}
+	if d.cfg.MaxObservation == 0 {
+		d.cfg.MaxObservation = 64 << 10
+	}
+	if d.cfg.Now == nil {
+		d.cfg.Now = time.Now
+	}
+	if d.cfg.Logger == nil {
+		d.cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	l := &d.cfg.Limits
+	if l.MaxSteps == 0 {
+		l.MaxSteps = DefaultLimits.MaxSteps
+	}
+	if l.MaxFailuresInRow == 0 {
+		l.MaxFailuresInRow = DefaultLimits.MaxFailuresInRow
+	}
+	if l.MaxRepeats == 0 {
+		l.MaxRepeats = DefaultLimits.MaxRepeats
+	}
+	return d, nil
+}
+
+// Tools returns the specs of the driver's tools as runs record them.
+func (d *Driver) Tools() []events.ToolSpec { return append([]events.ToolSpec(nil), d.specs...) }
+
+// Log returns the driver's log.
+func (d *Driver) Log() *events.Log { return d.log }
+
+// Run is a run loaded into a driver: its view and the tail every append is
+// fenced on. One goroutine drives a Run at a time.
+type Run struct {
+	view projector.View
+	tail events.Tail
+}
+
+// ID is the run's id.
+func (r *Run) ID() string { return r.view.Run.ID }
+
+// View returns a copy of the run's view.
+func (r *Run) View() projector.View { return r.view.Clone() }
+
+// Tail returns where the run stands in the log.
+func (r *Run) Tail() events.Tail { return r.tail }
+
+// Create starts run id with the driver's tools and limits: one fenced append
+// of run.created, which fails with [events.ErrConflict] if the run exists.
+func (d *Driver) Create(ctx context.Context, id, agent string, input json.RawMessage) (*Run, error) {
+	body := events.RunCreatedBody{Tools: d.specs, Limits: d.cfg.Limits, Input: input, Agent: agent}
+	r := &Run{}
+	if err := d.append(ctx, r, id, events.RunCreated, body); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// Load reads run id from the log and folds it.
+func (d *Driver) Load(ctx context.Context, id string) (*Run, error) {
+	recs, tail, err := d.log.Read(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return foldRecords(projector.View{}, tail, events.Tail{}, recs)
+}
+
+// LoadFrom rebuilds run id from a snapshot (a view and the tail it covers)
+// plus the events after it. A snapshot that does not chain onto the log is
+// refused ([events.ErrBrokenChain]); the caller falls back to [Driver.Load].
+func (d *Driver) LoadFrom(ctx context.Context, id string, snap projector.View, at events.Tail) (*Run, error) {
+	tail, err := d.log.Tail(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	recs, err := d.log.ReadAfter(ctx, id, at, tail)
+	if err != nil {
+		return nil, err
+	}
+	return foldRecords(snap.Clone(), tail, at, recs)
+}
+
+// Refresh brings r up to date with events others appended since it was
+// loaded (an operator's decision, say).
+func (d *Driver) Refresh(ctx context.Context, r *Run) error {
+	tail, err := d.log.Tail(ctx, r.ID())
+	if err != nil {
+		return err
+	}
+	if tail == r.tail {
+		return nil
+	}
+	recs, err := d.log.ReadAfter(ctx, r.ID(), r.tail, tail)
+	if err != nil {
+		return err
+	}
+	nr, err := foldRecords(r.view, tail, r.tail, recs)
+	if err != nil {
+		return err
+	}
+	*r = *nr
+	return nil
+}
+
+func foldRecords(v projector.View, tail, from events.Tail, recs []events.Record) (*Run, error) {
+	for _, rec := range recs {
+		if err := v.Apply(rec.Event); err != nil {
+			return nil, err
+		}
+	}
+	if v.Run.Events != tail.Count {
+		return nil, fmt.Errorf("load run: folded %d events, tail says %d", v.Run.Events, tail.Count)
+	}
+	return &Run{view: v, tail: tail}, nil
+}
+
+// append records one event on r, fenced on r's tail, and folds it into r's
+// view. On any error r is unchanged; on [events.ErrConflict] the caller must
+// stop driving r.
+func (d *Driver) append(ctx context.Context, r *Run, run string, k events.Kind, body any) error {
+	ev, err := events.New(run, k, body)
+	if err != nil {
+		return err
+	}
+	ev.Time = d.cfg.Now().UTC()
+	rec, err := d.log.AppendRecord(ctx, r.tail, ev)
+	if err != nil {
+		return err
+	}
+	if err := r.view.Apply(rec.Event); err != nil {
+		return fmt.Errorf("fold own event: %w", err)
+	}
+	r.tail = events.Tail{Seq: rec.StreamSeq, Count: rec.Event.Seq, Hash: events.Hash(rec.Data)}
+	return nil
+}

@@ -1,0 +1,159 @@
+package driver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"unicode/utf8"
+
+	"github.com/arbiter-run/arbiter/events"
+	"github.com/arbiter-run/arbiter/projector"
+)
+
+// Drive drives r until it ends or waits for an operator. It returns nil then.
+// It returns an error wrapping [events.ErrConflict] as soon as an append is
+// refused because another writer moved the run on: the caller must drop r
+// (never execute anything more for it) and reload it if it wants to go on.
+func (d *Driver) Drive(ctx context.Context, r *Run, agent Agent) error {
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		progressed, err := d.advance(ctx, r, agent)
+		if err != nil {
+			return fmt.Errorf("drive run %s: %w", r.ID(), err)
+		}
+		if !progressed {
+			return nil
+		}
+	}
+}
+
+// advance makes one transition of r, or reports that r cannot move (it ended
+// or waits for an operator).
+func (d *Driver) advance(ctx context.Context, r *Run, agent Agent) (bool, error) {
+	v := &r.view
+	if len(v.Strays) > 0 {
+		return true, d.refuseStray(ctx, r, v.Strays[0])
+	}
+	switch v.Run.Status {
+	case projector.Completed, projector.Failed, projector.Cancelled:
+		return false, nil
+	case projector.Waiting:
+		return d.settle(ctx, r)
+	}
+	if !toolsEqual(v.Run.Tools, d.specs) {
+		return true, d.append(ctx, r, r.ID(), events.RunTools, events.RunToolsBody{Tools: d.specs})
+	}
+	if last := v.Step(len(v.Steps)); last != nil && last.Observation == nil {
+		if last.Executing() {
+			return true, d.recover(ctx, r, last.N)
+		}
+		return true, d.evaluate(ctx, r, last.N, nil)
+	}
+	if end, detail := d.limitHit(v); end != "" {
+		return true, d.append(ctx, r, r.ID(), events.RunFailed, events.EndBody{Reason: end, Detail: detail})
+	}
+	dec, err := agent.Decide(ctx, d.stepInput(v))
+	if err != nil {
+		if ctx.Err() != nil {
+			return false, ctx.Err()
+		}
+		return true, d.append(ctx, r, r.ID(), events.RunFailed, events.EndBody{Reason: events.ReasonAgentError, Detail: err.Error()})
+	}
+	n := len(v.Steps) + 1
+	if err := d.append(ctx, r, r.ID(), events.StepDecided, decidedBody(n, dec)); err != nil {
+		return false, err
+	}
+	return true, d.evaluate(ctx, r, n, nil)
+}
+
+// decidedBody records a decision exactly: the argument bytes as a string
+// when they are UTF-8, as bytes otherwise.
+func decidedBody(n int, dec Decision) events.StepDecidedBody {
+	b := events.StepDecidedBody{Step: n, Tool: dec.Tool, CallID: dec.CallID, Reason: dec.Reason}
+	if utf8.Valid(dec.Args) {
+		b.Args = string(dec.Args)
+	} else {
+		b.ArgsBytes = append([]byte{}, dec.Args...)
+	}
+	return b
+}
+
+func (d *Driver) limitHit(v *projector.View) (reason, detail string) {
+	l, run := v.Run.Limits, v.Run
+	switch {
+	case l.MaxSteps > 0 && run.Steps >= l.MaxSteps:
+		return events.ReasonStepLimit, fmt.Sprintf("%d steps (limit %d)", run.Steps, l.MaxSteps)
+	case l.MaxFailuresInRow > 0 && run.FailuresInRow >= l.MaxFailuresInRow:
+		return events.ReasonRepeatedFailures, fmt.Sprintf("%d failed steps in a row (limit %d)", run.FailuresInRow, l.MaxFailuresInRow)
+	case l.MaxRepeats > 0 && run.Repeats >= l.MaxRepeats:
+		return events.ReasonLoopDetected, fmt.Sprintf("the same request gave the same result %d times in a row (limit %d)", run.Repeats, l.MaxRepeats)
+	case l.MaxElapsedMS > 0 && d.cfg.Now().Sub(run.Created).Milliseconds() > l.MaxElapsedMS:
+		return events.ReasonTimeLimit, fmt.Sprintf("running for more than %d ms", l.MaxElapsedMS)
+	}
+	return "", ""
+}
+
+func (d *Driver) stepInput(v *projector.View) StepInput {
+	c := v.Clone()
+	return StepInput{Run: c.Run, Steps: c.Steps, Approvals: c.Approvals, Tools: d.Tools()}
+}
+
+func toolsEqual(a, b []events.ToolSpec) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].Hash != b[i].Hash {
+			return false
+		}
+	}
+	return true
+}
+
+// evaluate checks step n's recorded arguments against the tool's current
+// schema, asks the policy, and acts on its answer. grant is the verified
+// approval being resumed, or nil.
+func (d *Driver) evaluate(ctx context.Context, r *Run, n int, grant *projector.Approval) error {
+	s := r.view.Step(n)
+	ct := d.tools[s.Decision.Tool]
+	if ct == nil {
+		return d.observe(ctx, r, n, events.ObsUnknownTool, fmt.Sprintf("no tool named %q (tools: %s)", s.Decision.Tool, d.toolNames()))
+	}
+	raw := s.Decision.RawArgs()
+	args, err := ct.Check(raw)
+	if err != nil {
+		var ae *ArgsError
+		if errors.As(err, &ae) && ae.Malformed() {
+			return d.observe(ctx, r, n, events.ObsInvalidDecision, fmt.Sprintf("%v; the request as sent: %q", err, raw))
+		}
+		return d.observe(ctx, r, n, events.ObsInvalidArguments, err.Error())
+	}
+	req := d.request(r, n, ct, args)
+	dec, err := d.policy.Evaluate(ctx, req, r.view.Clone())
+	return d.apply(ctx, r, req, dec, err, grant)
+}
+
+func (d *Driver) toolNames() string {
+	out := ""
+	for i, s := range d.specs {
+		if i > 0 {
+			out += ", "
+		}
+		out += s.Name
+	}
+	return out
+}
+
+func (d *Driver) observe(ctx context.Context, r *Run, n int, kind, content string) error {
+	return d.append(ctx, r, r.ID(), events.StepObserved, d.observation(n, kind, content))
+}
+
+func (d *Driver) observation(n int, kind, content string) events.ObservedBody {
+	o := events.ObservedBody{Step: n, Kind: kind, Content: content}
+	if len(o.Content) > d.cfg.MaxObservation {
+		o.Content, o.Truncated = cutUTF8(o.Content, d.cfg.MaxObservation), true
+	}
+	return o
+}

@@ -1,0 +1,91 @@
+package driver
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/arbiter-run/arbiter/approvals"
+	"github.com/arbiter-run/arbiter/events"
+	"github.com/arbiter-run/arbiter/jsonform"
+	"github.com/arbiter-run/arbiter/policy"
+)
+
+// recover resolves step n, found allowed with no observation: its call was
+// interrupted (the worker that made it died, or lost the run). A tool with a
+// reconcile hook is asked what happened; a read-only call runs again; any
+// other call pauses on an interrupted_side_effect approval. Every resolution
+// is an event, so any worker can carry it on. A side effect never runs twice
+// without a person or the tool's own check saying so.
+func (d *Driver) recover(ctx context.Context, r *Run, n int) error {
+	s := r.view.Step(n)
+	args := s.Policy.Args
+	ct := d.tools[s.Decision.Tool]
+	if ct != nil {
+		if rec, ok := ct.Tool.(Reconciler); ok {
+			res, content, err := rec.Reconcile(ctx, append(json.RawMessage(nil), args...))
+			switch {
+			case err == nil && res == Done:
+				o := d.observation(n, events.ObsResult, content)
+				if err := d.append(ctx, r, r.ID(), events.StepInterrupted, events.InterruptedBody{Step: n, Resolution: events.ResolvedDone, Observation: &o}); err != nil {
+					return err
+				}
+				if ct.Spec.Terminal {
+					return d.append(ctx, r, r.ID(), events.RunFinished, events.EndBody{Reason: events.ReasonCompleted, Result: o.Content})
+				}
+				return nil
+			case err == nil && res == NotDone:
+				return d.append(ctx, r, r.ID(), events.StepInterrupted, events.InterruptedBody{Step: n, Resolution: events.ResolvedNotDone})
+			}
+		}
+		if ct.Spec.SideEffect == events.ReadOnly {
+			if err := d.append(ctx, r, r.ID(), events.StepInterrupted, events.InterruptedBody{Step: n, Resolution: events.ResolvedRerun}); err != nil {
+				return err
+			}
+			return d.run(ctx, r, n, args)
+		}
+	}
+	return d.pauseInterrupted(ctx, r, n, args)
+}
+
+// pauseInterrupted raises the runtime's own approval for an interrupted call.
+func (d *Driver) pauseInterrupted(ctx context.Context, r *Run, n int, args json.RawMessage) error {
+	s := r.view.Step(n)
+	spec := d.recordedSpec(r, s.Decision.Tool)
+	capability, err := jsonform.Marshal(map[string]any{"tool": s.Decision.Tool, "args": args})
+	if err != nil {
+		return fmt.Errorf("interrupted step %d: %w", n, err)
+	}
+	presentation, err := jsonform.Marshal(map[string]any{
+		"tool": s.Decision.Tool, "args": args,
+		"note": "the first attempt was interrupted and may have taken effect; granting runs it again",
+	})
+	if err != nil {
+		return fmt.Errorf("interrupted step %d: %w", n, err)
+	}
+	a := &events.ApprovalRequest{
+		ID: events.NewID(), Kind: InterruptedSideEffect,
+		Reason:     fmt.Sprintf("call to %s was interrupted; nothing can tell whether it took effect", s.Decision.Tool),
+		Capability: capability, Presentation: presentation,
+		Hash: approvals.Hash(InterruptedSideEffect, capability, presentation, spec, args),
+	}
+	if d.cfg.ApprovalTTL > 0 {
+		at := d.cfg.Now().Add(d.cfg.ApprovalTTL).UTC()
+		a.ExpiresAt = &at
+	}
+	return d.append(ctx, r, r.ID(), events.ApprovalRequested, events.PolicyBody{
+		Step: n, Outcome: string(policy.RequireApproval), Reason: a.Reason, Args: args, ToolHash: spec.Hash,
+		Approval: a, Origin: events.OriginRecovery,
+	})
+}
+
+// recordedSpec is the spec of tool as the run recorded it (the driver's own
+// when the run has none by that name).
+func (d *Driver) recordedSpec(r *Run, tool string) events.ToolSpec {
+	for _, t := range r.view.Run.Tools {
+		if t.Name == tool {
+			return t
+		}
+	}
+	return events.ToolSpec{Name: tool}
+}

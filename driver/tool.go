@@ -1,0 +1,194 @@
+package driver
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/arbiter-run/arbiter/events"
+	"github.com/arbiter-run/arbiter/jsonform"
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"golang.org/x/text/language"
+	"golang.org/x/text/message"
+)
+
+// Spec is a tool as it is registered.
+type Spec struct {
+	Name        string
+	Description string
+	// Schema is the JSON Schema the arguments must satisfy. Required.
+	Schema json.RawMessage
+	// SideEffect is one of read_only, local_mutation, remote_mutation,
+	// destructive (the events package's constants). The policy switches on
+	// it; nothing verifies the claim.
+	SideEffect string
+	// Timeout bounds one execution. Required.
+	Timeout time.Duration
+	// Terminal: a successful call completes the run with its result.
+	Terminal bool
+}
+
+// Tool is a capability the agent may request. Execute receives the
+// arguments in PolicyJSON form, already checked against the schema, and must
+// honour ctx (its deadline is the spec's timeout).
+type Tool interface {
+	Spec() Spec
+	Execute(ctx context.Context, args json.RawMessage) (string, error)
+}
+
+// Reconciliation is what a tool says about a call that was interrupted.
+type Reconciliation int
+
+// The answers a reconcile hook can give.
+const (
+	Unknown Reconciliation = iota // cannot tell: an operator must decide
+	Done                          // it took effect; the result is returned
+	NotDone                       // it did not; the call may be evaluated again
+)
+
+// Reconciler is an optional hook of a [Tool]: asked after a crash whether an
+// interrupted call took effect.
+type Reconciler interface {
+	Reconcile(ctx context.Context, args json.RawMessage) (Reconciliation, string, error)
+}
+
+// ArgsError says why arguments were refused: which tool, where in the
+// arguments (a JSON pointer), and what was wrong.
+type ArgsError struct {
+	Tool    string
+	Pointer string
+	Reason  string
+	// Err is the underlying error: a *[jsonform.Error] when the bytes are
+	// not one usable JSON value, nil for a schema violation.
+	Err error
+}
+
+func (e *ArgsError) Error() string {
+	if e.Pointer == "" {
+		return fmt.Sprintf("arguments of %s: %s", e.Tool, e.Reason)
+	}
+	return fmt.Sprintf("arguments of %s at %s: %s", e.Tool, e.Pointer, e.Reason)
+}
+
+func (e *ArgsError) Unwrap() error { return e.Err }
+
+// Malformed reports whether the arguments were not usable JSON at all (as
+// opposed to JSON the schema refused).
+func (e *ArgsError) Malformed() bool { return e.Err != nil }
+
+// ErrBadTool marks a tool the driver refuses to register.
+var ErrBadTool = errors.New("unusable tool")
+
+// CompiledTool is a tool whose schema is compiled once, with its spec as
+// recorded in runs (schema in PolicyJSON form, with its hash).
+type CompiledTool struct {
+	Tool   Tool
+	Spec   Spec
+	Record events.ToolSpec
+	schema *jsonschema.Schema
+}
+
+var classes = map[string]bool{events.ReadOnly: true, events.LocalMutation: true, events.RemoteMutation: true, events.Destructive: true}
+
+// Compile checks t's spec and compiles its schema. Errors wrap [ErrBadTool]
+// and name the tool and what is wrong.
+func Compile(t Tool) (*CompiledTool, error) {
+	s := t.Spec()
+	bad := func(format string, a ...any) error {
+		return fmt.Errorf("%w %q: %s", ErrBadTool, s.Name, fmt.Sprintf(format, a...))
+	}
+	switch {
+	case s.Name == "":
+		return nil, fmt.Errorf("%w: a tool has no name", ErrBadTool)
+	case !classes[s.SideEffect]:
+		return nil, bad("unknown side-effect class %q (want one of read_only, local_mutation, remote_mutation, destructive)", s.SideEffect)
+	case s.Timeout <= 0:
+		return nil, bad("no timeout")
+	case len(bytes.TrimSpace(s.Schema)) == 0:
+		return nil, bad("no input schema")
+	}
+	canon, err := jsonform.PolicyJSON(s.Schema)
+	if err != nil {
+		return nil, bad("schema is not usable JSON: %v", err)
+	}
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(canon))
+	if err != nil {
+		return nil, bad("schema: %v", err)
+	}
+	c := jsonschema.NewCompiler()
+	url := "arbiter:tool/" + s.Name
+	if err := c.AddResource(url, doc); err != nil {
+		return nil, bad("schema: %v", err)
+	}
+	sch, err := c.Compile(url)
+	if err != nil {
+		return nil, bad("schema does not compile: %v", err)
+	}
+	rec := events.ToolSpec{
+		Name: s.Name, Description: s.Description, Schema: canon, SideEffect: s.SideEffect,
+		TimeoutMS: s.Timeout.Milliseconds(), Terminal: s.Terminal,
+	}
+	rec.Hash = SpecHash(rec)
+	return &CompiledTool{Tool: t, Spec: s, Record: rec, schema: sch}, nil
+}
+
+// SpecHash is the hex SHA-256 of a recorded spec's fields (its Hash field
+// excluded) in PolicyJSON form.
+func SpecHash(s events.ToolSpec) string {
+	s.Hash = ""
+	b, err := jsonform.Marshal(s)
+	if err != nil {
+		// A spec whose schema passed PolicyJSON always marshals.
+		panic(fmt.Sprintf("hash tool spec %s: %v", s.Name, err))
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+var printer = message.NewPrinter(language.English)
+
+// Check applies the driver's acceptance to raw arguments: the JSON boundary,
+// then the schema. It returns the arguments in PolicyJSON form, or an
+// *[ArgsError].
+func (t *CompiledTool) Check(raw []byte) (json.RawMessage, error) {
+	canon, err := jsonform.PolicyJSON(raw)
+	if err != nil {
+		return nil, &ArgsError{Tool: t.Spec.Name, Reason: err.Error(), Err: err}
+	}
+	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(canon))
+	if err != nil {
+		return nil, &ArgsError{Tool: t.Spec.Name, Reason: err.Error(), Err: err}
+	}
+	if err := t.schema.Validate(inst); err != nil {
+		var ve *jsonschema.ValidationError
+		if !errors.As(err, &ve) {
+			return nil, &ArgsError{Tool: t.Spec.Name, Reason: err.Error()}
+		}
+		leaf := ve
+		for len(leaf.Causes) > 0 {
+			leaf = leaf.Causes[0]
+		}
+		ptr := ""
+		if len(leaf.InstanceLocation) > 0 {
+			ptr = "/" + strings.Join(leaf.InstanceLocation, "/")
+		}
+		return nil, &ArgsError{Tool: t.Spec.Name, Pointer: ptr, Reason: leaf.ErrorKind.LocalizedString(printer)}
+	}
+	return canon, nil
+}
+
+// CheckArgs compiles t and checks raw against it: what the driver would
+// accept, for tests and tools outside a run.
+func CheckArgs(t Tool, raw []byte) (json.RawMessage, error) {
+	ct, err := Compile(t)
+	if err != nil {
+		return nil, err
+	}
+	return ct.Check(raw)
+}

@@ -1,0 +1,44 @@
+package policy
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/arbiter-run/arbiter/jsonform"
+)
+
+// NeedApproval builds a require_approval decision. capability says exactly
+// what would be authorised, presentation what the operator is shown; both
+// are marshalled to JSON here, so a value that will not marshal is an error
+// in the policy rather than a corrupt approval. nil becomes {}. A
+// json.RawMessage (or []byte) is taken as JSON and held to the boundary of
+// [jsonform.Check].
+func NeedApproval(kind, reason string, capability, presentation any) (Decision, error) {
+	if kind == "" {
+		return Decision{}, fmt.Errorf("need approval: empty kind")
+	}
+	c, err := approvalJSON(capability)
+	if err != nil {
+		return Decision{}, fmt.Errorf("need approval %q: capability: %w", kind, err)
+	}
+	p, err := approvalJSON(presentation)
+	if err != nil {
+		return Decision{}, fmt.Errorf("need approval %q: presentation: %w", kind, err)
+	}
+	return Decision{Outcome: RequireApproval, Reason: reason, Approval: &Approval{Kind: kind, Capability: c, Presentation: p}}, nil
+}
+
+func approvalJSON(v any) (json.RawMessage, error) {
+	switch x := v.(type) {
+	case nil:
+		return json.RawMessage(`{}`), nil
+	case json.RawMessage:
+		if x == nil {
+			return json.RawMessage(`{}`), nil
+		}
+		return jsonform.PolicyJSON(x)
+	case []byte:
+		return jsonform.PolicyJSON(x)
+	}
+	return jsonform.Marshal(v)
+}

@@ -1,0 +1,44 @@
+package policy
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/arbiter-run/arbiter/events"
+	"github.com/arbiter-run/arbiter/projector"
+)
+
+// SideEffectPolicy decides by the side-effect class a tool declared: a map
+// from class to outcome. A class with no entry is denied. It has no id; wrap
+// it with [WithID] to make its decisions re-checkable.
+type SideEffectPolicy map[string]Outcome
+
+var _ Policy = SideEffectPolicy(nil)
+
+// DefaultSideEffects is the default mapping: reads and local changes are
+// allowed, remote changes need an operator, destructive calls are denied.
+func DefaultSideEffects() SideEffectPolicy {
+	return SideEffectPolicy{
+		events.ReadOnly:       Allow,
+		events.LocalMutation:  Allow,
+		events.RemoteMutation: RequireApproval,
+		events.Destructive:    Deny,
+	}
+}
+
+// Evaluate answers with the outcome mapped to the tool's class. A
+// require_approval asks for an approval of the class's kind whose capability
+// is the exact request (tool and arguments).
+func (p SideEffectPolicy) Evaluate(_ context.Context, req Request, _ projector.View) (Decision, error) {
+	class := req.Tool.SideEffect
+	o, ok := p[class]
+	if !ok {
+		return Decision{Outcome: Deny, Reason: fmt.Sprintf("side-effect class %q has no policy entry", class)}, nil
+	}
+	reason := fmt.Sprintf("%s tool %s", class, req.Tool.Name)
+	if o != RequireApproval {
+		return Decision{Outcome: o, Reason: reason}, nil
+	}
+	capability := map[string]any{"tool": req.Tool.Name, "args": req.Args}
+	return NeedApproval(class, reason+" needs an operator", capability, capability)
+}
