@@ -109,7 +109,7 @@ func (d *Driver) execute(ctx context.Context, r *Run, req policy.Request, body e
 // a terminal tool that succeeded, the run's completion).
 func (d *Driver) run(ctx context.Context, r *Run, n int, args json.RawMessage) error {
 	ct := d.tools[r.view.Step(n).Decision.Tool]
-	kind, content := d.call(ctx, ct, args)
+	kind, content := d.call(withCall(ctx, r.ID(), n), ct, args)
 	if err := d.observe(ctx, r, n, kind, content); err != nil {
 		return err
 	}
@@ -139,8 +139,9 @@ func (d *Driver) call(ctx context.Context, ct *CompiledTool, args json.RawMessag
 		done <- out{res, err}
 	}()
 	var tick <-chan time.Time
-	if d.cfg.Busy != nil {
-		t := time.NewTicker(5 * time.Second)
+	b, hasBusy := busyOf(ctx)
+	if hasBusy {
+		t := time.NewTicker(b.every)
 		defer t.Stop()
 		tick = t.C
 	}
@@ -160,7 +161,7 @@ func (d *Driver) call(ctx context.Context, ct *CompiledTool, args json.RawMessag
 			}
 			return events.ObsToolError, fmt.Sprintf("tool %s cancelled: %v", ct.Spec.Name, ctx.Err())
 		case <-tick:
-			d.cfg.Busy()
+			b.fn()
 		}
 	}
 }

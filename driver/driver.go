@@ -47,9 +47,9 @@ type Config struct {
 	Now func() time.Time
 	// Logger receives what the driver does. Default: discard.
 	Logger *slog.Logger
-	// Busy, when set, is called periodically while a tool executes (a worker
-	// uses it to tell the work queue the run is still held).
-	Busy func()
+	// OnAppend, when set, is called after every append attempt with the
+	// event's kind, body, how long the append took and its error (metrics).
+	OnAppend func(kind events.Kind, body any, took time.Duration, err error)
 }
 
 // DefaultLimits are the limits a run gets when Config.Limits leaves a field
@@ -216,7 +216,11 @@ func (d *Driver) append(ctx context.Context, r *Run, run string, k events.Kind, 
 		return err
 	}
 	ev.Time = d.cfg.Now().UTC()
+	start := time.Now()
 	rec, err := d.log.AppendRecord(ctx, r.tail, ev)
+	if d.cfg.OnAppend != nil {
+		d.cfg.OnAppend(k, body, time.Since(start), err)
+	}
 	if err != nil {
 		return err
 	}
@@ -226,3 +230,6 @@ func (d *Driver) append(ctx context.Context, r *Run, run string, k events.Kind, 
 	r.tail = events.Tail{Seq: rec.StreamSeq, Count: rec.Event.Seq, Hash: events.Hash(rec.Data)}
 	return nil
 }
+
+// Policy returns the driver's policy.
+func (d *Driver) Policy() policy.Policy { return d.policy }

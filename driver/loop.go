@@ -15,9 +15,22 @@ import (
 // refused because another writer moved the run on: the caller must drop r
 // (never execute anything more for it) and reload it if it wants to go on.
 func (d *Driver) Drive(ctx context.Context, r *Run, agent Agent) error {
+	return d.DriveUntil(ctx, r, agent, nil)
+}
+
+// DriveUntil is [Driver.Drive] that also stops, between two transitions,
+// once stop is closed: a worker shutting down finishes the step in flight
+// and hands the run back without cutting a tool short. It returns
+// [ErrStopped] then.
+func (d *Driver) DriveUntil(ctx context.Context, r *Run, agent Agent, stop <-chan struct{}) error {
 	for {
 		if err := ctx.Err(); err != nil {
 			return err
+		}
+		select {
+		case <-stop:
+			return ErrStopped
+		default:
 		}
 		progressed, err := d.advance(ctx, r, agent)
 		if err != nil {
@@ -28,6 +41,10 @@ func (d *Driver) Drive(ctx context.Context, r *Run, agent Agent) error {
 		}
 	}
 }
+
+// ErrStopped is returned by [Driver.DriveUntil] when it stopped because it
+// was asked to, with the run still able to move.
+var ErrStopped = errors.New("driving stopped on request")
 
 // advance makes one transition of r, or reports that r cannot move (it ended
 // or waits for an operator).

@@ -23,7 +23,7 @@ func (d *Driver) recover(ctx context.Context, r *Run, n int) error {
 	ct := d.tools[s.Decision.Tool]
 	if ct != nil {
 		if rec, ok := ct.Tool.(Reconciler); ok {
-			res, content, err := rec.Reconcile(ctx, append(json.RawMessage(nil), args...))
+			res, content, err := rec.Reconcile(withCall(ctx, r.ID(), n), append(json.RawMessage(nil), args...))
 			switch {
 			case err == nil && res == Done:
 				o := d.observation(n, events.ObsResult, content)

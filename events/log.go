@@ -275,3 +275,24 @@ func (l *Log) Tail(ctx context.Context, run string) (Tail, error) {
 	}
 	return Tail{Seq: m.Sequence, Count: e.Seq, Hash: Hash(m.Data)}, nil
 }
+
+// Attach returns the log whose streams already exist, without creating or
+// changing anything: for clients (the operator command, replay, watchers)
+// whose NATS user may read and append but not manage streams.
+func Attach(ctx context.Context, js jetstream.JetStream, cfg Config) (*Log, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	l := &Log{js: js, cfg: cfg}
+	for k := 0; k < cfg.Shards; k++ {
+		s, err := js.Stream(ctx, l.StreamName(k))
+		if err != nil {
+			return nil, fmt.Errorf("attach log: stream %s: %w", l.StreamName(k), err)
+		}
+		if got := s.CachedInfo().Config.Metadata[metaShards]; got != "" && got != strconv.Itoa(cfg.Shards) {
+			return nil, fmt.Errorf("attach log: stream %s was created with %s shards, config says %d", l.StreamName(k), got, cfg.Shards)
+		}
+	}
+	return l, nil
+}

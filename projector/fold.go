@@ -174,16 +174,16 @@ func (v *View) policy(e events.Event, b events.PolicyBody) error {
 	s.Policy = &b
 	s.Evaluations++
 	v.Run.Status, v.Run.Reason = Running, ""
-	switch b.Outcome {
-	case Deny:
-		v.observe(s, events.ObservedBody{Step: b.Step, Kind: events.ObsPolicyDenied, Content: fmt.Sprintf("%s: %s", s.Decision.Tool, b.Reason)})
-	case Abort:
-		v.Run.Status, v.Run.Reason, v.Run.Detail = Failed, events.ReasonPolicyAbort, b.Reason
-	case RequireApproval:
+	switch {
+	case wantApproval:
 		v.Approvals = append(v.Approvals, Approval{
 			ApprovalRequest: *b.Approval, Step: b.Step, Origin: b.Origin, State: Pending, Requested: e.Time,
 		})
 		v.Run.Status, v.Run.Reason = Waiting, b.Approval.Kind
+	case b.Outcome == Deny:
+		v.observe(s, events.ObservedBody{Step: b.Step, Kind: events.ObsPolicyDenied, Content: fmt.Sprintf("%s: %s", s.Decision.Tool, b.Reason)})
+	case b.Outcome == Abort:
+		v.Run.Status, v.Run.Reason, v.Run.Detail = Failed, events.ReasonPolicyAbort, b.Reason
 	}
 	return nil
 }

@@ -268,6 +268,41 @@ func TestFold_ApprovalGrantedThenConsumed(t *testing.T) {
 	}
 }
 
+// apply is v.Apply(e) turning a panic into a test error, so that one bad
+// handler does not take the rest of the package's tests with it.
+func apply(t *testing.T, v *projector.View, e events.Event) (err error) {
+	t.Helper()
+	defer func() {
+		if r := recover(); r != nil {
+			t.Errorf("apply %s: panic: %v", e.Kind, r)
+			err = fmt.Errorf("panic: %v", r)
+		}
+	}()
+	return v.Apply(e)
+}
+
+// TestFold_ConsumingRequireApprovalExecutes: on resume, a require_approval
+// whose hash equals the grant's consumes the grant and executes (driver
+// apply: StepPolicy with outcome require_approval, Consumes, no Approval).
+func TestFold_ConsumingRequireApprovalExecutes(t *testing.T) {
+	h := started(t, "r1")
+	h.decide(1, "write", `{"path":"out.txt"}`)
+	h.request(1, "a1")
+	h.grant("a1")
+	v := h.fold()
+	e := h.next(events.StepPolicy, events.PolicyBody{Step: 1, Outcome: projector.RequireApproval, PolicyID: "p1", Consumes: "a1", Resume: true})
+	if err := apply(t, &v, e); err != nil {
+		t.Fatalf("consuming require_approval: got %v, want it folded", err)
+	}
+	if got := v.Approval("a1").State; got != projector.Consumed {
+		t.Errorf("a1: got %s, want %s", got, projector.Consumed)
+	}
+	if v.Run.Status != projector.Running || !v.Step(1).Executing() || len(v.Approvals) != 1 || v.PendingApproval() != nil {
+		t.Errorf("after consume: got status %s executing %v approvals %d pending %+v, want RUNNING, executing, 1, none",
+			v.Run.Status, v.Step(1).Executing(), len(v.Approvals), v.PendingApproval())
+	}
+}
+
 func TestFold_ConsumingUngrantedApprovalIsRefused(t *testing.T) {
 	for _, tc := range []struct {
 		name    string

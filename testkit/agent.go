@@ -2,41 +2,40 @@ package testkit
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 	"sync"
 
 	"github.com/arbiter-run/arbiter/driver"
+	"github.com/arbiter-run/arbiter/scripted"
 )
 
-// Script is an agent that returns its decisions in order, one per step, and
-// fails once it has none left. It records the inputs it was handed.
+// Script is a [scripted.Agent] that also records every input it was handed.
 type Script struct {
-	mu        sync.Mutex
-	decisions []driver.Decision
-	Inputs    []driver.StepInput
+	agent  scripted.Agent
+	mu     sync.Mutex
+	inputs []driver.StepInput
 }
 
 var _ driver.Agent = (*Script)(nil)
 
-// NewScript returns a scripted agent.
-func NewScript(decisions ...driver.Decision) *Script { return &Script{decisions: decisions} }
-
-// Call is a decision to call tool with args (raw bytes, malformed or not).
-func Call(tool, args string) driver.Decision {
-	return driver.Decision{Tool: tool, Args: json.RawMessage(args)}
+// NewScript returns a scripted agent: the n-th decision for the n-th step.
+func NewScript(decisions ...driver.Decision) *Script {
+	return &Script{agent: scripted.Agent{Decisions: decisions}}
 }
 
-// Decide returns the next decision.
-func (s *Script) Decide(_ context.Context, in driver.StepInput) (driver.Decision, error) {
+// Call is a decision to call tool with args (raw bytes, malformed or not).
+func Call(tool, args string) driver.Decision { return scripted.Call(tool, args) }
+
+// Decide records in and returns the next decision of the script.
+func (s *Script) Decide(ctx context.Context, in driver.StepInput) (driver.Decision, error) {
+	s.mu.Lock()
+	s.inputs = append(s.inputs, in)
+	s.mu.Unlock()
+	return s.agent.Decide(ctx, in)
+}
+
+// Inputs returns what the agent was handed, one per decision asked.
+func (s *Script) Inputs() []driver.StepInput {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.Inputs = append(s.Inputs, in)
-	// Resume after a restart: the script position is the number of steps the
-	// run already has.
-	n := len(in.Steps)
-	if n >= len(s.decisions) {
-		return driver.Decision{}, fmt.Errorf("script exhausted after %d decisions", len(s.decisions))
-	}
-	return s.decisions[n], nil
+	return append([]driver.StepInput(nil), s.inputs...)
 }

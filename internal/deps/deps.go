@@ -6,9 +6,9 @@ import (
 	_ "github.com/nats-io/nats.go"
 	_ "github.com/nats-io/nats.go/jetstream"
 	_ "github.com/nats-io/nkeys"
-	_ "github.com/santhosh-tekuri/jsonschema/v6"
 	_ "github.com/oklog/ulid/v2"
-	_ "pgregory.net/rapid"
-	_ "go.yaml.in/yaml/v3"
 	_ "github.com/prometheus/client_golang/prometheus"
+	_ "github.com/santhosh-tekuri/jsonschema/v6"
+	_ "go.yaml.in/yaml/v3"
+	_ "pgregory.net/rapid"
 )

@@ -1,0 +1,90 @@
+// Command arbiter is Arbiter's operator command: run the demo, list and show
+// runs, read their events, start and cancel runs, and decide approvals.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+type command struct {
+	name, args, help string
+	run              func(ctx context.Context, args []string, out io.Writer) error
+}
+
+var commands []command
+
+func init() {
+	commands = []command{
+		{"demo", "[--data DIR]", "run the end-to-end demo on an embedded JetStream and print the run's events", runDemo},
+		{"runs", "[--status S]", "list runs with their status", runRuns},
+		{"show", "RUN", "show a run: its row, steps and approvals", runShow},
+		{"events", "RUN", "print a run's events as a readable trace and verify its hash chain", runEvents},
+		{"approvals", "", "list approvals waiting for a decision", runApprovals},
+		{"grant", "RUN APPROVAL --key FILE", "grant an approval, signed with an operator key", runGrant},
+		{"deny", "RUN APPROVAL --key FILE [--reason R]", "deny an approval, signed with an operator key", runDeny},
+		{"watch", "[--durable NAME]", "print approval events as they happen", runWatch},
+		{"start", "--agent NAME [--input JSON] [--id RUN]", "start a run and nudge the fleet to drive it", runStart},
+		{"cancel", "RUN [--reason R]", "cancel a run", runCancel},
+		{"keygen", "--out FILE", "create an operator key (an nkeys user seed) and print its public key", runKeygen},
+	}
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "usage: arbiter COMMAND [flags]")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Arbiter decides, outside the model, whether each tool call an agent asks for runs.")
+	fmt.Fprintln(w, "Commands that read or write runs connect to --nats (default nats://127.0.0.1:4222,")
+	fmt.Fprintln(w, "where `go run ./cmd/worker` listens). Run `arbiter COMMAND --help` for its flags.")
+	fmt.Fprintln(w)
+	for _, c := range commands {
+		fmt.Fprintf(w, "  %-10s %-40s %s\n", c.name, c.args, c.help)
+	}
+}
+
+func main() {
+	if len(os.Args) < 2 || os.Args[1] == "-h" || os.Args[1] == "--help" || os.Args[1] == "help" {
+		usage(os.Stdout)
+		if len(os.Args) < 2 {
+			os.Exit(2)
+		}
+		return
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	for _, c := range commands {
+		if c.name == os.Args[1] {
+			err := c.run(ctx, os.Args[2:], os.Stdout)
+			if errors.Is(err, flag.ErrHelp) {
+				return
+			}
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "arbiter %s: %v\n", c.name, err)
+				os.Exit(exitCode(err))
+			}
+			return
+		}
+	}
+	fmt.Fprintf(os.Stderr, "arbiter: unknown command %q\n\n", os.Args[1])
+	usage(os.Stderr)
+	os.Exit(2)
+}
+
+// usageError marks a mistake in the command line (exit 2).
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+func exitCode(err error) int {
+	var ue usageError
+	if errors.As(err, &ue) {
+		return 2
+	}
+	return 1
+}

@@ -1,0 +1,70 @@
+package fleet
+
+import (
+	"time"
+
+	"github.com/arbiter-run/arbiter/events"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics are a worker's Prometheus metrics. A nil *Metrics records nothing.
+type Metrics struct {
+	Steps          prometheus.Counter
+	Outcomes       *prometheus.CounterVec
+	AppendSeconds  prometheus.Histogram
+	AppendErrors   prometheus.Counter
+	Conflicts      prometheus.Counter
+	RunsInFlight   prometheus.Gauge
+	ApprovalEvents *prometheus.CounterVec
+}
+
+// NewMetrics registers a worker's metrics with reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		Steps:          prometheus.NewCounter(prometheus.CounterOpts{Name: "arbiter_steps_total", Help: "Steps decided (step.decided events appended)."}),
+		Outcomes:       prometheus.NewCounterVec(prometheus.CounterOpts{Name: "arbiter_policy_outcomes_total", Help: "Policy results recorded, by outcome."}, []string{"outcome"}),
+		AppendSeconds:  prometheus.NewHistogram(prometheus.HistogramOpts{Name: "arbiter_append_seconds", Help: "Latency of fenced appends.", Buckets: prometheus.ExponentialBuckets(50e-6, 2, 16)}),
+		AppendErrors:   prometheus.NewCounter(prometheus.CounterOpts{Name: "arbiter_append_errors_total", Help: "Appends that failed (conflicts included)."}),
+		Conflicts:      prometheus.NewCounter(prometheus.CounterOpts{Name: "arbiter_conflicts_total", Help: "Runs dropped because another writer moved them."}),
+		RunsInFlight:   prometheus.NewGauge(prometheus.GaugeOpts{Name: "arbiter_runs_in_flight", Help: "Runs this worker is driving now."}),
+		ApprovalEvents: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "arbiter_approval_events_total", Help: "Approval events this worker appended, by kind (requested, expired, refused)."}, []string{"kind"}),
+	}
+	reg.MustRegister(m.Steps, m.Outcomes, m.AppendSeconds, m.AppendErrors, m.Conflicts, m.RunsInFlight, m.ApprovalEvents)
+	return m
+}
+
+// OnAppend is a driver.Config.OnAppend hook that records appends.
+func (m *Metrics) OnAppend(k events.Kind, body any, took time.Duration, err error) {
+	if m == nil {
+		return
+	}
+	m.AppendSeconds.Observe(took.Seconds())
+	if err != nil {
+		m.AppendErrors.Inc()
+		return
+	}
+	switch k {
+	case events.StepDecided:
+		m.Steps.Inc()
+	case events.StepPolicy, events.ApprovalRequested:
+		if b, ok := body.(events.PolicyBody); ok {
+			m.Outcomes.WithLabelValues(b.Outcome).Inc()
+		}
+	}
+	switch k {
+	case events.ApprovalRequested, events.ApprovalExpired, events.ApprovalRefused:
+		m.ApprovalEvents.WithLabelValues(string(k)).Inc()
+	}
+}
+
+func (m *Metrics) inFlight(d float64) {
+	if m != nil {
+		m.RunsInFlight.Add(d)
+	}
+}
+
+func (m *Metrics) conflict() {
+	if m != nil {
+		m.Conflicts.Inc()
+	}
+}

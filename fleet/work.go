@@ -1,0 +1,165 @@
+// Package fleet owns how a fleet of workers shares runs: the work queue of
+// nudges (a WorkQueue stream and one durable pull consumer shared by every
+// worker), snapshots of folded views in a KV bucket, and the worker loop that
+// takes a nudge, loads the run, drives it while it can and gives it back.
+//
+// Work is a nudge, not state: losing or repeating a nudge costs time, never
+// safety, which rests on the log's fence. The package must not decide or
+// execute anything itself; the driver does.
+package fleet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Config names the fleet's JetStream resources. The zero value is usable.
+type Config struct {
+	// WorkStream is the work queue stream. Default "ARB_WORK".
+	WorkStream string
+	// WorkPrefix is the nudge subject prefix: a nudge for run R is
+	// published on "<prefix>.R". Default "arb.work".
+	WorkPrefix string
+	// Consumer is the durable pull consumer every worker shares. Default
+	// "arb-workers".
+	Consumer string
+	// AckWait is how long a worker may hold a run without telling the queue
+	// it is still busy; after it the run goes to another worker. Default 30s.
+	AckWait time.Duration
+	// Bucket is the KV bucket of view snapshots. Default "ARB_VIEWS".
+	Bucket string
+	// Replicas of the work stream and the bucket. Default 1.
+	Replicas int
+	// Storage of the work stream and the bucket (file by default).
+	Storage jetstream.StorageType
+}
+
+func (c Config) withDefaults() Config {
+	if c.WorkStream == "" {
+		c.WorkStream = "ARB_WORK"
+	}
+	if c.WorkPrefix == "" {
+		c.WorkPrefix = "arb.work"
+	}
+	if c.Consumer == "" {
+		c.Consumer = "arb-workers"
+	}
+	if c.AckWait == 0 {
+		c.AckWait = 30 * time.Second
+	}
+	if c.Bucket == "" {
+		c.Bucket = "ARB_VIEWS"
+	}
+	if c.Replicas == 0 {
+		c.Replicas = 1
+	}
+	return c
+}
+
+// Validate reports a configuration that cannot work.
+func (c Config) Validate() error {
+	c = c.withDefaults()
+	switch {
+	case c.AckWait < 100*time.Millisecond:
+		return fmt.Errorf("fleet config: ack wait %s is too short (at least 100ms)", c.AckWait)
+	case c.Replicas < 1 || c.Replicas > 5:
+		return fmt.Errorf("fleet config: replicas %d (want 1..5)", c.Replicas)
+	case strings.ContainsAny(c.WorkPrefix, "*> "):
+		return fmt.Errorf("fleet config: work prefix %q holds a wildcard or space", c.WorkPrefix)
+	}
+	return nil
+}
+
+// Queue is the work queue of a fleet.
+type Queue struct {
+	js  jetstream.JetStream
+	cfg Config
+}
+
+// Setup creates or updates the work stream, the shared consumer and the
+// snapshot bucket. It is idempotent.
+//
+// The work stream keeps at most one nudge per run (MaxMsgsPerSubject 1 with
+// DiscardNewPerSubject): a second nudge for a run that already has one
+// waiting is refused, which is how nudges are deduplicated.
+func Setup(ctx context.Context, js jetstream.JetStream, cfg Config) (*Queue, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	_, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name:                 cfg.WorkStream,
+		Subjects:             []string{cfg.WorkPrefix + ".>"},
+		Retention:            jetstream.WorkQueuePolicy,
+		Storage:              cfg.Storage,
+		Replicas:             cfg.Replicas,
+		MaxMsgsPerSubject:    1,
+		Discard:              jetstream.DiscardNew,
+		DiscardNewPerSubject: true,
+		Duplicates:           time.Minute,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("set up work stream %s: %w", cfg.WorkStream, err)
+	}
+	_, err = js.CreateOrUpdateConsumer(ctx, cfg.WorkStream, jetstream.ConsumerConfig{
+		Durable:       cfg.Consumer,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       cfg.AckWait,
+		MaxDeliver:    -1,
+		MaxAckPending: 100000,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("set up work consumer %s: %w", cfg.Consumer, err)
+	}
+	_, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket: cfg.Bucket, History: 1, Storage: cfg.Storage, Replicas: cfg.Replicas,
+		Description: "Arbiter view snapshots: a cache, never the truth",
+	})
+	if err != nil {
+		return nil, fmt.Errorf("set up snapshot bucket %s: %w", cfg.Bucket, err)
+	}
+	return &Queue{js: js, cfg: cfg}, nil
+}
+
+// NewQueue returns the queue for clients that only publish nudges (the
+// operator command): it creates nothing.
+func NewQueue(js jetstream.JetStream, cfg Config) *Queue {
+	return &Queue{js: js, cfg: cfg.withDefaults()}
+}
+
+// Config returns the queue's configuration with defaults filled in.
+func (q *Queue) Config() Config { return q.cfg }
+
+// Nudge asks the fleet to look at run. why names the occasion, and with the
+// run it forms the message id, so the same nudge published twice within the
+// duplicates window is stored once. A run that already has a nudge waiting
+// is not nudged again (that is not an error).
+func (q *Queue) Nudge(ctx context.Context, run, why string) error {
+	return q.publishOnce(ctx, q.cfg.WorkPrefix+"."+run, run+"/"+why)
+}
+
+func (q *Queue) publishOnce(ctx context.Context, subject, id string) error {
+	_, err := q.js.PublishMsg(ctx, &nats.Msg{Subject: subject}, jetstream.WithMsgID(id))
+	if alreadyNudged(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("nudge %s: %w", subject, err)
+	}
+	return nil
+}
+
+// errStoreFailed is JetStream's code for a message the store refused; with
+// DiscardNewPerSubject that is a run that already has a nudge waiting.
+const errStoreFailed = 10077
+
+func alreadyNudged(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && apiErr.ErrorCode == errStoreFailed
+}

@@ -1,0 +1,291 @@
+package fleet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/arbiter-run/arbiter/driver"
+	"github.com/arbiter-run/arbiter/events"
+	"github.com/arbiter-run/arbiter/projector"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// WorkerConfig builds a [Worker].
+type WorkerConfig struct {
+	// Driver drives the runs. Required.
+	Driver *driver.Driver
+	// Queue is the fleet's work queue (from [Setup]). Required.
+	Queue *Queue
+	// Agents by the name a run was created with; the "" entry, if any,
+	// drives runs whose agent has no entry of its own.
+	Agents map[string]driver.Agent
+	// Concurrency is how many runs the worker drives at once. Default 16.
+	Concurrency int
+	// Grace bounds how long a shutdown waits for the steps in flight.
+	// Default 30s.
+	Grace time.Duration
+	// CacheSize is how many views the worker keeps in memory. Default 1024.
+	CacheSize int
+	// Logger; default discards.
+	Logger *slog.Logger
+	// Metrics, when set, are updated as the worker goes.
+	Metrics *Metrics
+}
+
+// Worker takes nudges from the work queue and drives the runs they name.
+type Worker struct {
+	cfg   WorkerConfig
+	d     *driver.Driver
+	q     *Queue
+	log   *slog.Logger
+	cache *cache
+
+	mu       sync.Mutex
+	inFlight map[string]bool
+}
+
+// NewWorker checks cfg and builds a worker.
+func NewWorker(cfg WorkerConfig) (*Worker, error) {
+	if cfg.Driver == nil || cfg.Queue == nil {
+		return nil, errors.New("new worker: a driver and a queue are required")
+	}
+	if cfg.Concurrency == 0 {
+		cfg.Concurrency = 16
+	}
+	if cfg.Concurrency < 0 {
+		return nil, fmt.Errorf("new worker: concurrency %d", cfg.Concurrency)
+	}
+	if cfg.Grace == 0 {
+		cfg.Grace = 30 * time.Second
+	}
+	if cfg.CacheSize == 0 {
+		cfg.CacheSize = 1024
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Worker{cfg: cfg, d: cfg.Driver, q: cfg.Queue, log: cfg.Logger, cache: newCache(cfg.CacheSize), inFlight: map[string]bool{}}, nil
+}
+
+// Start creates run with agent and input and nudges the fleet to drive it.
+func (q *Queue) Start(ctx context.Context, d *driver.Driver, run, agent string, input []byte) error {
+	if _, err := d.Create(ctx, run, agent, input); err != nil {
+		return err
+	}
+	return q.Nudge(ctx, run, "created")
+}
+
+// Run takes work until ctx is done, then stops taking work, lets each run in
+// flight finish its current transition (at most Grace), gives those runs
+// back to the queue, and returns.
+func (w *Worker) Run(ctx context.Context) error {
+	cons, err := w.q.js.Consumer(ctx, w.q.cfg.WorkStream, w.q.cfg.Consumer)
+	if err != nil {
+		return fmt.Errorf("worker: %w", err)
+	}
+	stop := make(chan struct{})
+	hard, cancelHard := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelHard()
+	slots := make(chan struct{}, w.cfg.Concurrency)
+	var wg sync.WaitGroup
+	for ctx.Err() == nil {
+		free := w.cfg.Concurrency - len(slots)
+		if free == 0 {
+			select {
+			case slots <- struct{}{}:
+				<-slots
+			case <-ctx.Done():
+			}
+			continue
+		}
+		batch, err := cons.Fetch(free, jetstream.FetchMaxWait(time.Second))
+		if err != nil {
+			if ctx.Err() != nil {
+				break
+			}
+			w.log.Warn("fetch work", "err", err)
+			sleep(ctx, 500*time.Millisecond)
+			continue
+		}
+		for msg := range batch.Messages() {
+			slots <- struct{}{}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer func() { <-slots }()
+				w.handle(hard, msg, stop)
+			}()
+		}
+		if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) && ctx.Err() == nil {
+			w.log.Warn("fetch work", "err", err)
+		}
+	}
+	close(stop)
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(w.cfg.Grace):
+		w.log.Warn("shutdown grace passed; abandoning steps in flight", "grace", w.cfg.Grace)
+		cancelHard()
+		<-done
+	}
+	return nil
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	select {
+	case <-time.After(d):
+	case <-ctx.Done():
+	}
+}
+
+// handle drives the run a nudge names, and settles the nudge.
+func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, stop <-chan struct{}) {
+	subject := strings.TrimPrefix(msg.Subject(), w.q.cfg.WorkPrefix+".")
+	run, timer, _ := strings.Cut(subject, ".")
+	if !w.claim(run) {
+		// Another goroutine of this worker drives the run: try later.
+		_ = msg.NakWithDelay(200 * time.Millisecond)
+		return
+	}
+	defer w.release(run)
+	w.cfg.Metrics.inFlight(1)
+	defer w.cfg.Metrics.inFlight(-1)
+
+	r, err := w.load(ctx, run)
+	switch {
+	case errors.Is(err, events.ErrNoRun):
+		_ = msg.Term()
+		return
+	case err != nil:
+		w.log.Warn("load run", "run", run, "err", err)
+		_ = msg.NakWithDelay(time.Second)
+		return
+	}
+	if timer == "expiry" {
+		if !w.expiryDue(r, msg) {
+			return
+		}
+	}
+	v := r.View()
+	agent := w.cfg.Agents[v.Run.Agent]
+	if agent == nil {
+		agent = w.cfg.Agents[""]
+	}
+	if agent == nil && v.Run.Status == projector.Running {
+		w.log.Error("no agent for run", "run", run, "agent", v.Run.Agent)
+		_ = msg.NakWithDelay(5 * time.Second)
+		return
+	}
+	busyCtx := driver.WithBusy(ctx, w.q.cfg.AckWait/3, func() { _ = msg.InProgress() })
+	err = w.d.DriveUntil(busyCtx, r, agent, stop)
+	switch {
+	case errors.Is(err, events.ErrConflict):
+		// Someone else moved the run: stop driving it at once, forget our
+		// view, and let the queue hand the run to whoever should have it.
+		w.cfg.Metrics.conflict()
+		w.cache.drop(run)
+		w.log.Info("run moved under us; dropping it", "run", run)
+		_ = msg.NakWithDelay(100 * time.Millisecond)
+		return
+	case errors.Is(err, driver.ErrStopped):
+		w.keep(ctx, r)
+		_ = msg.Nak()
+		return
+	case err != nil:
+		w.cache.drop(run)
+		w.log.Warn("drive run", "run", run, "err", err)
+		_ = msg.NakWithDelay(time.Second)
+		return
+	}
+	w.keep(ctx, r)
+	if err := msg.DoubleAck(ctx); err != nil {
+		w.log.Warn("ack nudge", "run", run, "err", err)
+	}
+	w.afterAck(ctx, r)
+}
+
+// afterAck closes the window between the last look at a run and the ack of
+// its nudge: a decision appended meanwhile had its own nudge refused as a
+// duplicate, so if the run moved, nudge it again. A run left waiting on an
+// approval with an expiry gets a timer, so it expires whether or not anyone
+// looks at it then.
+func (w *Worker) afterAck(ctx context.Context, r *driver.Run) {
+	tail, err := w.d.Log().Tail(ctx, r.ID())
+	if err == nil && tail != r.Tail() {
+		_ = w.q.Nudge(ctx, r.ID(), fmt.Sprintf("moved-%d", tail.Count))
+	}
+	v := r.View()
+	if v.Run.Status == projector.Waiting {
+		if a := v.PendingApproval(); a != nil && a.ExpiresAt != nil {
+			if err := w.q.timer(ctx, r.ID(), a.ID); err != nil {
+				w.log.Warn("expiry timer", "run", r.ID(), "err", err)
+			}
+		}
+	}
+}
+
+// expiryDue handles an expiry timer: when its approval is not yet due it is
+// put back for the time left; when the run no longer waits it is dropped.
+// It reports whether the run should be driven now.
+func (w *Worker) expiryDue(r *driver.Run, msg jetstream.Msg) bool {
+	v := r.View()
+	a := v.PendingApproval()
+	if v.Run.Status != projector.Waiting || a == nil || a.ExpiresAt == nil || a.State != projector.Pending {
+		_ = msg.Ack()
+		return false
+	}
+	if left := time.Until(*a.ExpiresAt); left > 0 {
+		_ = msg.NakWithDelay(left + 10*time.Millisecond)
+		return false
+	}
+	return true
+}
+
+func (w *Worker) keep(ctx context.Context, r *driver.Run) {
+	w.cache.put(r)
+	if err := w.q.Save(ctx, r); err != nil {
+		w.log.Warn("snapshot", "run", r.ID(), "err", err)
+	}
+}
+
+// load returns run from the worker's memory brought up to date, or from its
+// snapshot, or from its events.
+func (w *Worker) load(ctx context.Context, run string) (*driver.Run, error) {
+	if r := w.cache.get(run); r != nil {
+		if err := w.d.Refresh(ctx, r); err == nil {
+			return r, nil
+		}
+		w.cache.drop(run)
+	}
+	r, _, err := w.q.Load(ctx, w.d, run)
+	return r, err
+}
+
+func (w *Worker) claim(run string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.inFlight[run] {
+		return false
+	}
+	w.inFlight[run] = true
+	return true
+}
+
+func (w *Worker) release(run string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.inFlight, run)
+}
+
+// timer publishes the expiry timer of run's approval: a message on its own
+// subject, so it never displaces a nudge.
+func (q *Queue) timer(ctx context.Context, run, approval string) error {
+	return q.publishOnce(ctx, q.cfg.WorkPrefix+"."+run+".expiry", run+"/expiry/"+approval)
+}

@@ -1,0 +1,107 @@
+package fleet_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/arbiter-run/arbiter/driver"
+	"github.com/arbiter-run/arbiter/events"
+	"github.com/arbiter-run/arbiter/fleet"
+	"github.com/arbiter-run/arbiter/policy"
+	"github.com/arbiter-run/arbiter/projector"
+	"github.com/arbiter-run/arbiter/scripted"
+	"github.com/arbiter-run/arbiter/testkit"
+)
+
+type env struct {
+	js  *testkit.JS
+	log *events.Log
+	q   *fleet.Queue
+}
+
+func newEnv(t *testing.T, cfg fleet.Config) *env {
+	t.Helper()
+	js := testkit.JetStream(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	q, err := fleet.Setup(ctx, js.JS, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &env{js: js, log: js.Log(t, events.Config{}), q: q}
+}
+
+func (e *env) driver(t *testing.T, tools ...driver.Tool) *driver.Driver {
+	t.Helper()
+	d, err := driver.New(driver.Config{Log: e.log, Policy: policy.WithID(policy.DefaultSideEffects(), "se"), Tools: tools})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// startWorkers runs n workers until the test ends.
+func (e *env) startWorkers(t *testing.T, n int, d *driver.Driver, agents map[string]driver.Agent) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{}, n)
+	for i := 0; i < n; i++ {
+		w, err := fleet.NewWorker(fleet.WorkerConfig{Driver: d, Queue: e.q, Agents: agents, Concurrency: 8})
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() { _ = w.Run(ctx); done <- struct{}{} }()
+	}
+	t.Cleanup(func() {
+		cancel()
+		for i := 0; i < n; i++ {
+			<-done
+		}
+	})
+}
+
+func waitStatus(t *testing.T, d *driver.Driver, run string, want projector.Status) projector.View {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		r, err := d.Load(context.Background(), run)
+		if err == nil && r.View().Run.Status == want {
+			return r.View()
+		}
+		if time.Now().After(deadline) {
+			st := "?"
+			if err == nil {
+				st = string(r.View().Run.Status)
+			}
+			t.Fatalf("run %s: status %s after 20s, want %s (err %v)", run, st, want, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestWorker_FleetDrivesEveryRunToTheEnd(t *testing.T) {
+	e := newEnv(t, fleet.Config{})
+	read := testkit.NewLedger("read", events.ReadOnly, testkit.AnyObject)
+	done := testkit.NewLedger("done", events.ReadOnly, testkit.AnyObject).Terminal()
+	d := e.driver(t, read, done)
+	agent := scripted.Agent{Decisions: []driver.Decision{scripted.Call("read", `{}`), scripted.Call("read", `{"a":1}`), scripted.Call("done", `{}`)}}
+	e.startWorkers(t, 3, d, map[string]driver.Agent{"s": agent})
+	ctx := context.Background()
+	const runs = 30
+	for i := 0; i < runs; i++ {
+		if err := e.q.Start(ctx, d, fmt.Sprintf("run%d", i), "s", nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 0; i < runs; i++ {
+		waitStatus(t, d, fmt.Sprintf("run%d", i), projector.Completed)
+	}
+	if got := read.Count(); got != 2*runs {
+		t.Errorf("read executed %d times, want %d", got, 2*runs)
+	}
+	if got := done.Count(); got != runs {
+		t.Errorf("done executed %d times, want %d", got, runs)
+	}
+}
