@@ -22,6 +22,15 @@ const benchEventSize = 450
 // a benchmark function (b.N grows between them) starts a fresh run.
 var benchRuns atomic.Int64
 
+// benchCtx bounds a benchmark's I/O. It is longer than ctxT's minute:
+// 2,000 reads of a run spread over a 50,000-event stream take about that.
+func benchCtx(b *testing.B) context.Context {
+	b.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	b.Cleanup(cancel)
+	return ctx
+}
+
 func benchRun(kind string) string {
 	return fmt.Sprintf("bench-%s-%d", kind, benchRuns.Add(1))
 }
@@ -125,7 +134,7 @@ func (a *bareAppender) append(b *testing.B, ctx context.Context) {
 func BenchmarkAppend(b *testing.B) {
 	env := testkit.JetStream(b)
 	l := env.Log(b, events.Config{})
-	ctx := ctxT(b)
+	ctx := benchCtx(b)
 	b.Run("events", func(b *testing.B) {
 		a := newEventsAppender(b, ctx, l, b.N)
 		b.ReportAllocs()
@@ -154,7 +163,7 @@ func BenchmarkAppendRatio(b *testing.B) {
 	const block = 100
 	env := testkit.JetStream(b)
 	l := env.Log(b, events.Config{})
-	ctx := ctxT(b)
+	ctx := benchCtx(b)
 	ea := newEventsAppender(b, ctx, l, b.N)
 	ba := newBareAppender(b, ctx, l, env.JS, b.N)
 	var inEvents, inBare time.Duration
@@ -189,7 +198,7 @@ func BenchmarkAppendRatio(b *testing.B) {
 func BenchmarkReadRun50(b *testing.B) {
 	const perRun = 50
 	env := testkit.JetStream(b)
-	ctx := ctxT(b)
+	ctx := benchCtx(b)
 
 	alone := env.Log(b, events.Config{Stream: "BENCH_ALONE", Prefix: "bench.alone"})
 	writeRuns(b, ctx, alone, []string{"alone"}, perRun)

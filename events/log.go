@@ -151,6 +151,12 @@ func (l *Log) RunFilter(run string) string {
 	return l.shardPrefix(l.Shard(run)) + "." + run + ".>"
 }
 
+// KindFilter returns the subject filter matching every event of kind k of
+// every run on shard.
+func (l *Log) KindFilter(shard int, k Kind) string {
+	return l.shardPrefix(shard) + ".*." + string(k)
+}
+
 // ApprovalFilters returns the subject filters, one per shard, that match
 // every approval event of every run (with one shard: "arb.run.*.approval.>").
 func (l *Log) ApprovalFilters() []string {

@@ -88,3 +88,5 @@ func exitCode(err error) int {
 	}
 	return 1
 }
+
+func errorsIs(err, target error) bool { return errors.Is(err, target) }

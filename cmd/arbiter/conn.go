@@ -1,0 +1,96 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"time"
+
+	"github.com/arbiter-run/arbiter/events"
+	"github.com/arbiter-run/arbiter/fleet"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// conn holds the flags every command that talks to NATS shares.
+type conn struct {
+	url, user, password, creds, nkey string
+	stream, prefix                   string
+	shards                           int
+
+	nc  *nats.Conn
+	log *events.Log
+	q   *fleet.Queue
+}
+
+func (c *conn) flags(fs *flag.FlagSet) {
+	fs.StringVar(&c.url, "nats", "nats://127.0.0.1:4222", "NATS server URL(s), comma separated")
+	fs.StringVar(&c.user, "user", "", "NATS user name")
+	fs.StringVar(&c.password, "password", "", "NATS password")
+	fs.StringVar(&c.creds, "creds", "", "NATS credentials file")
+	fs.StringVar(&c.nkey, "nkey", "", "NATS nkey seed file to authenticate with")
+	fs.StringVar(&c.stream, "stream", "ARB_RUNS", "base name of the runs streams")
+	fs.StringVar(&c.prefix, "prefix", "arb.run", "subject prefix of run events")
+	fs.IntVar(&c.shards, "shards", 1, "number of runs streams the log was created with")
+}
+
+func (c *conn) open(ctx context.Context) error {
+	opts := []nats.Option{nats.Name("arbiter"), nats.Timeout(5 * time.Second)}
+	if c.user != "" {
+		opts = append(opts, nats.UserInfo(c.user, c.password))
+	}
+	if c.creds != "" {
+		opts = append(opts, nats.UserCredentials(c.creds))
+	}
+	if c.nkey != "" {
+		o, err := nats.NkeyOptionFromSeed(c.nkey)
+		if err != nil {
+			return fmt.Errorf("nkey %s: %w", c.nkey, err)
+		}
+		opts = append(opts, o)
+	}
+	nc, err := nats.Connect(c.url, opts...)
+	if err != nil {
+		return fmt.Errorf("connect to %s: %w (is a worker running? start one with `go run ./cmd/worker`)", c.url, err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return err
+	}
+	log, err := events.Attach(ctx, js, events.Config{Stream: c.stream, Prefix: c.prefix, Shards: c.shards})
+	if err != nil {
+		nc.Close()
+		return err
+	}
+	c.nc, c.log, c.q = nc, log, fleet.NewQueue(js, fleet.Config{})
+	return nil
+}
+
+func (c *conn) close() {
+	if c.nc != nil {
+		c.nc.Close()
+	}
+}
+
+// parse parses args into fs, requiring exactly npos positional arguments
+// named by names.
+func parse(fs *flag.FlagSet, args []string, names ...string) ([]string, error) {
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	pos := fs.Args()
+	// Allow flags after positional arguments: `grant RUN APPROVAL --key F`.
+	var rest []string
+	for len(pos) > 0 {
+		rest = append(rest, pos[0])
+		if err := fs.Parse(pos[1:]); err != nil {
+			return nil, err
+		}
+		pos = fs.Args()
+	}
+	if len(rest) != len(names) {
+		return nil, usageError{fmt.Sprintf("want %d argument(s) %v, got %d %v", len(names), names, len(rest), rest)}
+	}
+	return rest, nil
+}

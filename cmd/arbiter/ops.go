@@ -1,0 +1,421 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/arbiter-run/arbiter/approvals"
+	"github.com/arbiter-run/arbiter/events"
+	"github.com/arbiter-run/arbiter/projector"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nkeys"
+)
+
+func newFlags(name, args, help string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: arbiter %s %s\n\n%s\n\nflags:\n", name, args, help)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+func helpOf(name string) (args, help string) {
+	for _, c := range commands {
+		if c.name == name {
+			return c.args, c.help
+		}
+	}
+	return "", ""
+}
+
+// setup parses a command's flags and connects.
+func setup(ctx context.Context, name string, args []string, extra func(*flag.FlagSet), pos ...string) (*conn, []string, error) {
+	a, h := helpOf(name)
+	fs := newFlags(name, a, h)
+	c := &conn{}
+	c.flags(fs)
+	if extra != nil {
+		extra(fs)
+	}
+	rest, err := parse(fs, args, pos...)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := c.open(ctx); err != nil {
+		return nil, nil, err
+	}
+	return c, rest, nil
+}
+
+func fold(ctx context.Context, log *events.Log, run string) (projector.View, []events.Record, events.Tail, error) {
+	recs, tail, err := log.Read(ctx, run)
+	if err != nil {
+		return projector.View{}, nil, events.Tail{}, err
+	}
+	evs := make([]events.Event, len(recs))
+	for i, r := range recs {
+		evs[i] = r.Event
+	}
+	v, err := projector.Fold(evs...)
+	return v, recs, tail, err
+}
+
+// runIDs lists the runs that have an event of kind k.
+func runIDs(ctx context.Context, log *events.Log, k events.Kind) ([]string, error) {
+	var ids []string
+	for shard := 0; shard < log.Config().Shards; shard++ {
+		s, err := log.JetStream().Stream(ctx, log.StreamName(shard))
+		if err != nil {
+			return nil, err
+		}
+		info, err := s.Info(ctx, jetstream.WithSubjectFilter(log.KindFilter(shard, k)))
+		if err != nil {
+			return nil, err
+		}
+		for subj := range info.State.Subjects {
+			parts := strings.Split(subj, ".")
+			ids = append(ids, parts[len(parts)-len(strings.Split(string(k), "."))-1])
+		}
+	}
+	sort.Strings(ids)
+	return ids, nil
+}
+
+func runRuns(ctx context.Context, args []string, out io.Writer) error {
+	var status string
+	c, _, err := setup(ctx, "runs", args, func(fs *flag.FlagSet) {
+		fs.StringVar(&status, "status", "", "only runs in this status (RUNNING, WAITING_FOR_APPROVAL, COMPLETED, FAILED, CANCELLED)")
+	})
+	if err != nil {
+		return err
+	}
+	defer c.close()
+	ids, err := runIDs(ctx, c.log, events.RunCreated)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "%-32s %-22s %-24s %5s  %s\n", "RUN", "STATUS", "REASON", "STEPS", "UPDATED")
+	for _, id := range ids {
+		v, _, _, err := fold(ctx, c.log, id)
+		if err != nil {
+			fmt.Fprintf(out, "%-32s %-22s %v\n", id, "UNREADABLE", err)
+			continue
+		}
+		if status != "" && string(v.Run.Status) != status {
+			continue
+		}
+		fmt.Fprintf(out, "%-32s %-22s %-24s %5d  %s\n", id, v.Run.Status, v.Run.Reason, v.Run.Steps, v.Run.Updated.Format(time.RFC3339))
+	}
+	return nil
+}
+
+func runShow(ctx context.Context, args []string, out io.Writer) error {
+	c, pos, err := setup(ctx, "show", args, nil, "RUN")
+	if err != nil {
+		return err
+	}
+	defer c.close()
+	v, _, _, err := fold(ctx, c.log, pos[0])
+	if err != nil {
+		return err
+	}
+	r := v.Run
+	fmt.Fprintf(out, "run %s: %s %s %s\n", r.ID, r.Status, r.Reason, r.Detail)
+	fmt.Fprintf(out, "  agent %q, %d steps, %d failures in a row, created %s\n", r.Agent, r.Steps, r.FailuresInRow, r.Created.Format(time.RFC3339))
+	if r.Result != "" {
+		fmt.Fprintf(out, "  result: %s\n", r.Result)
+	}
+	for _, s := range v.Steps {
+		line := fmt.Sprintf("  step %d: %s %s", s.N, s.Decision.Tool, clip(string(s.Decision.RawArgs()), 60))
+		if s.Policy != nil {
+			line += fmt.Sprintf(" -> %s (%s)", s.Policy.Outcome, s.Policy.Reason)
+		}
+		if s.Observation != nil {
+			line += fmt.Sprintf(" -> %s: %s", s.Observation.Kind, clip(s.Observation.Content, 60))
+		}
+		fmt.Fprintln(out, line)
+	}
+	for _, a := range v.Approvals {
+		showApproval(out, r.ID, a)
+	}
+	return nil
+}
+
+func showApproval(out io.Writer, run string, a projector.Approval) {
+	fmt.Fprintf(out, "  approval %s (step %d) %s: kind %s\n", a.ID, a.Step, a.State, a.Kind)
+	fmt.Fprintf(out, "    reason:     %s\n", a.Reason)
+	fmt.Fprintf(out, "    capability: %s\n", a.Capability)
+	fmt.Fprintf(out, "    presentation (may contain content the model chose; do not follow instructions in it):\n      %s\n", a.Presentation)
+	fmt.Fprintf(out, "    hash:       %s\n", a.Hash)
+	if a.ExpiresAt != nil {
+		fmt.Fprintf(out, "    expires:    %s\n", a.ExpiresAt.Format(time.RFC3339))
+	}
+	if a.Decision != nil {
+		fmt.Fprintf(out, "    decision:   %s by %s (%s)\n", a.Decision.Decision, a.Decision.Operator, a.Decision.Reason)
+	}
+}
+
+func runEvents(ctx context.Context, args []string, out io.Writer) error {
+	var raw bool
+	c, pos, err := setup(ctx, "events", args, func(fs *flag.FlagSet) {
+		fs.BoolVar(&raw, "json", false, "print each stored event as JSON, one per line")
+	}, "RUN")
+	if err != nil {
+		return err
+	}
+	defer c.close()
+	recs, _, err := c.log.Read(ctx, pos[0])
+	if err != nil {
+		return err
+	}
+	if raw {
+		for _, r := range recs {
+			fmt.Fprintf(out, "%s\n", r.Data)
+		}
+		return nil
+	}
+	fmt.Fprintf(out, "run %s: %d events, hash chain verified\n", pos[0], len(recs))
+	printTrace(out, recs)
+	return nil
+}
+
+func runApprovals(ctx context.Context, args []string, out io.Writer) error {
+	c, _, err := setup(ctx, "approvals", args, nil)
+	if err != nil {
+		return err
+	}
+	defer c.close()
+	ids, err := runIDs(ctx, c.log, events.ApprovalRequested)
+	if err != nil {
+		return err
+	}
+	n := 0
+	for _, id := range ids {
+		v, _, _, err := fold(ctx, c.log, id)
+		if err != nil {
+			return err
+		}
+		if a := v.PendingApproval(); a != nil && a.State == projector.Pending && v.Run.Status == projector.Waiting {
+			fmt.Fprintf(out, "run %s:\n", id)
+			showApproval(out, id, *a)
+			n++
+		}
+	}
+	fmt.Fprintf(out, "%d approval(s) waiting\n", n)
+	return nil
+}
+
+func runGrant(ctx context.Context, args []string, out io.Writer) error {
+	return decide(ctx, "grant", events.Grant, args, out)
+}
+
+func runDeny(ctx context.Context, args []string, out io.Writer) error {
+	return decide(ctx, "deny", events.Deny, args, out)
+}
+
+// decide signs and records an operator's decision. At a terminal it shows
+// the request and asks; in a script it needs --yes.
+func decide(ctx context.Context, name, decision string, args []string, out io.Writer) error {
+	var keyFile, reason string
+	var yes bool
+	c, pos, err := setup(ctx, name, args, func(fs *flag.FlagSet) {
+		fs.StringVar(&keyFile, "key", "", "operator key: a file holding an nkeys user seed (SU…); see `arbiter keygen`")
+		fs.StringVar(&reason, "reason", "", "why, recorded with the decision")
+		fs.BoolVar(&yes, "yes", false, "decide without asking (required when not at a terminal)")
+	}, "RUN", "APPROVAL")
+	if err != nil {
+		return err
+	}
+	defer c.close()
+	if keyFile == "" {
+		return usageError{"--key FILE is required: the operator key that signs the decision"}
+	}
+	seed, err := os.ReadFile(keyFile)
+	if err != nil {
+		return err
+	}
+	kp, err := nkeys.FromSeed([]byte(strings.TrimSpace(string(seed))))
+	if err != nil {
+		return fmt.Errorf("operator key %s: %w", keyFile, err)
+	}
+	run, id := pos[0], pos[1]
+	for attempt := 0; attempt < 5; attempt++ {
+		v, _, tail, err := fold(ctx, c.log, run)
+		if err != nil {
+			return err
+		}
+		a := v.Approval(id)
+		if a == nil {
+			return fmt.Errorf("run %s has no approval %s", run, id)
+		}
+		if a.State != projector.Pending {
+			return fmt.Errorf("approval %s is %s, not pending", id, a.State)
+		}
+		if attempt == 0 && !yes {
+			showApproval(out, run, *a)
+			if !isTerminal(os.Stdin) {
+				return usageError{"not at a terminal: pass --yes to " + name + " without being asked"}
+			}
+			fmt.Fprintf(out, "%s approval %s of run %s? [y/N] ", name, id, run)
+			var answer string
+			_, _ = fmt.Fscanln(os.Stdin, &answer)
+			if answer != "y" && answer != "yes" {
+				return fmt.Errorf("not confirmed; nothing recorded")
+			}
+		}
+		d, err := approvals.Sign(kp, run, id, a.Hash, decision, reason, time.Now())
+		if err != nil {
+			return err
+		}
+		kind := events.ApprovalGranted
+		if decision == events.Deny {
+			kind = events.ApprovalDenied
+		}
+		ev, err := events.New(run, kind, d)
+		if err != nil {
+			return err
+		}
+		if _, err := c.log.Append(ctx, tail, ev); err != nil {
+			if isConflict(err) {
+				continue
+			}
+			return err
+		}
+		if err := c.q.Nudge(ctx, run, "decided-"+ev.ID); err != nil {
+			fmt.Fprintf(out, "recorded, but the fleet was not nudged (%v); a worker will see it on its next look\n", err)
+		}
+		fmt.Fprintf(out, "%s of approval %s recorded as event %s (signed by %s)\n", decision, id, ev.ID, d.Operator)
+		return nil
+	}
+	return fmt.Errorf("run %s kept moving; try again", run)
+}
+
+func isTerminal(f *os.File) bool {
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+func runWatch(ctx context.Context, args []string, out io.Writer) error {
+	var durable string
+	var asJSON bool
+	c, _, err := setup(ctx, "watch", args, func(fs *flag.FlagSet) {
+		fs.StringVar(&durable, "durable", "", "durable subscription name: resume where this name left off (default: print everything from the start)")
+		fs.BoolVar(&asJSON, "json", false, "print each event as JSON")
+	})
+	if err != nil {
+		return err
+	}
+	defer c.close()
+	return approvals.Watch(ctx, c.log, durable, func(n approvals.Notice) error {
+		if asJSON {
+			b, _ := json.Marshal(n.Event)
+			fmt.Fprintf(out, "%s\n", b)
+			return nil
+		}
+		fmt.Fprintf(out, "%s run %s %-18s %s\n", n.Event.Time.Format(time.RFC3339), n.Event.Run, n.Event.Kind, summary(n.Event))
+		return nil
+	})
+}
+
+func runStart(ctx context.Context, args []string, out io.Writer) error {
+	var agent, input, id string
+	c, _, err := setup(ctx, "start", args, func(fs *flag.FlagSet) {
+		fs.StringVar(&agent, "agent", "", "the agent that drives the run (a name in the workers' config)")
+		fs.StringVar(&input, "input", "", "the run's input, as JSON")
+		fs.StringVar(&id, "id", "", "run id (default: a new ULID)")
+	})
+	if err != nil {
+		return err
+	}
+	defer c.close()
+	if agent == "" {
+		return usageError{"--agent is required"}
+	}
+	if id == "" {
+		id = events.NewID()
+	}
+	body := events.RunCreatedBody{Agent: agent}
+	if input != "" {
+		body.Input = json.RawMessage(input)
+	}
+	ev, err := events.New(id, events.RunCreated, body)
+	if err != nil {
+		return err
+	}
+	if _, err := c.log.Append(ctx, events.Tail{}, ev); err != nil {
+		return err
+	}
+	if err := c.q.Nudge(ctx, id, "created"); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "started run %s (agent %s)\n", id, agent)
+	return nil
+}
+
+func runCancel(ctx context.Context, args []string, out io.Writer) error {
+	var reason string
+	c, pos, err := setup(ctx, "cancel", args, func(fs *flag.FlagSet) {
+		fs.StringVar(&reason, "reason", "", "why, recorded with the cancellation")
+	}, "RUN")
+	if err != nil {
+		return err
+	}
+	defer c.close()
+	v, _, tail, err := fold(ctx, c.log, pos[0])
+	if err != nil {
+		return err
+	}
+	if v.Run.Status.Ended() {
+		return fmt.Errorf("run %s already ended %s", pos[0], v.Run.Status)
+	}
+	ev, err := events.New(pos[0], events.RunCancelled, events.EndBody{Reason: events.ReasonCancelled, Detail: reason})
+	if err != nil {
+		return err
+	}
+	if _, err := c.log.Append(ctx, tail, ev); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "cancelled run %s\n", pos[0])
+	return nil
+}
+
+func runKeygen(_ context.Context, args []string, out io.Writer) error {
+	a, h := helpOf("keygen")
+	fs := newFlags("keygen", a, h)
+	file := fs.String("out", "", "file to write the seed to (mode 0600; must not exist)")
+	if _, err := parse(fs, args); err != nil {
+		return err
+	}
+	if *file == "" {
+		return usageError{"--out FILE is required"}
+	}
+	kp, err := nkeys.CreateUser()
+	if err != nil {
+		return err
+	}
+	seed, _ := kp.Seed()
+	pub, _ := kp.PublicKey()
+	f, err := os.OpenFile(*file, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(append(seed, '\n')); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "operator key written to %s\npublic key (put it in the workers' config under operators): %s\n", *file, pub)
+	return nil
+}
+
+func isConflict(err error) bool { return errorsIs(err, events.ErrConflict) }
