@@ -227,9 +227,18 @@ func (d *Driver) append(ctx context.Context, r *Run, run string, k events.Kind, 
 	if err := r.view.Apply(rec.Event); err != nil {
 		return fmt.Errorf("fold own event: %w", err)
 	}
-	r.tail = events.Tail{Seq: rec.StreamSeq, Count: rec.Event.Seq, Hash: events.Hash(rec.Data)}
+	r.tail = rec.Tail()
 	return nil
 }
 
 // Policy returns the driver's policy.
 func (d *Driver) Policy() policy.Policy { return d.policy }
+
+// PolicyID returns the id of the driver's policy ("" for none).
+func (d *Driver) PolicyID() string { return d.policyID }
+
+// SetOnAppend sets the append hook (see Config.OnAppend). Call it before the
+// driver is used.
+func (d *Driver) SetOnAppend(fn func(kind events.Kind, body any, took time.Duration, err error)) {
+	d.cfg.OnAppend = fn
+}

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/arbiter-run/arbiter/jsonform"
@@ -78,13 +79,50 @@ func marshalBody(body any) (json.RawMessage, error) {
 	return bytes.TrimRight(buf.Bytes(), "\n"), nil
 }
 
-// Encode returns the bytes stored for e: the JSON envelope.
+// Encode returns the bytes stored for e: the JSON envelope, with the body
+// embedded exactly as it is (it must be one boundary-clean JSON value) and no
+// HTML escaping anywhere, so what a reader decodes is what the writer held.
 func (e Event) Encode() ([]byte, error) {
-	b, err := json.Marshal(e)
-	if err != nil {
-		return nil, fmt.Errorf("encode event %s: %w", e.ID, err)
+	if len(e.Body) == 0 {
+		return nil, fmt.Errorf("encode event %s: no body", e.ID)
 	}
-	return b, nil
+	b := make([]byte, 0, 160+len(e.Body))
+	b = append(b, `{"v":`...)
+	b = strconv.AppendInt(b, int64(e.V), 10)
+	b = append(b, `,"id":`...)
+	b = appendString(b, e.ID)
+	b = append(b, `,"run":`...)
+	b = appendString(b, e.Run)
+	b = append(b, `,"seq":`...)
+	b = strconv.AppendUint(b, e.Seq, 10)
+	b = append(b, `,"kind":`...)
+	b = appendString(b, string(e.Kind))
+	b = append(b, `,"time":`...)
+	b = appendString(b, e.Time.Format(time.RFC3339Nano))
+	if e.Prev != "" {
+		b = append(b, `,"prev":`...)
+		b = appendString(b, e.Prev)
+	}
+	b = append(b, `,"body":`...)
+	b = append(b, e.Body...)
+	return append(b, '}'), nil
+}
+
+// appendString appends s as a JSON string: plain ASCII directly, anything
+// else through encoding/json without HTML escaping.
+func appendString(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' {
+			var buf bytes.Buffer
+			enc := json.NewEncoder(&buf)
+			enc.SetEscapeHTML(false)
+			_ = enc.Encode(s)
+			return append(b, bytes.TrimRight(buf.Bytes(), "\n")...)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
 }
 
 // Decode parses stored bytes into an event. It refuses anything that is not

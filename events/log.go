@@ -71,8 +71,9 @@ const metaShards = "arbiter_shards"
 
 // Log appends and reads run events on JetStream.
 type Log struct {
-	js  jetstream.JetStream
-	cfg Config
+	js      jetstream.JetStream
+	cfg     Config
+	streams []jetstream.Stream // handles by shard, looked up once
 }
 
 // Open creates or updates the runs streams described by cfg and returns the
@@ -107,9 +108,11 @@ func Open(ctx context.Context, js jetstream.JetStream, cfg Config) (*Log, error)
 			Discard:     jetstream.DiscardOld,
 			Metadata:    map[string]string{metaShards: strconv.Itoa(cfg.Shards)},
 		}
-		if _, err := js.CreateOrUpdateStream(ctx, sc); err != nil {
+		s, err := js.CreateOrUpdateStream(ctx, sc)
+		if err != nil {
 			return nil, fmt.Errorf("open log: create stream %s: %w", name, err)
 		}
+		l.streams = append(l.streams, s)
 	}
 	return l, nil
 }
@@ -184,6 +187,11 @@ type Record struct {
 	StreamSeq uint64
 }
 
+// Tail returns the position of the run just after this record.
+func (r Record) Tail() Tail {
+	return Tail{Seq: r.StreamSeq, Count: r.Event.Seq, Hash: Hash(r.Data)}
+}
+
 func isConflict(err error) bool {
 	var apiErr *jetstream.APIError
 	if errors.As(err, &apiErr) {
@@ -212,7 +220,7 @@ func (l *Log) Append(ctx context.Context, tail Tail, ev Event) (Tail, error) {
 	if err != nil {
 		return Tail{}, err
 	}
-	return Tail{Seq: rec.StreamSeq, Count: rec.Event.Seq, Hash: Hash(rec.Data)}, nil
+	return rec.Tail(), nil
 }
 
 // AppendRecord is [Log.Append] returning the stored record.
@@ -252,11 +260,7 @@ func (l *Log) AppendRecord(ctx context.Context, tail Tail, ev Event) (Record, er
 
 // last returns the run's last stored message, or nil if the run has none.
 func (l *Log) last(ctx context.Context, run string) (*jetstream.RawStreamMsg, error) {
-	s, err := l.js.Stream(ctx, l.StreamName(l.Shard(run)))
-	if err != nil {
-		return nil, err
-	}
-	m, err := s.GetLastMsgForSubject(ctx, l.RunFilter(run))
+	m, err := l.streams[l.Shard(run)].GetLastMsgForSubject(ctx, l.RunFilter(run))
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return nil, nil
 	}
@@ -299,6 +303,7 @@ func Attach(ctx context.Context, js jetstream.JetStream, cfg Config) (*Log, erro
 		if got := s.CachedInfo().Config.Metadata[metaShards]; got != "" && got != strconv.Itoa(cfg.Shards) {
 			return nil, fmt.Errorf("attach log: stream %s was created with %s shards, config says %d", l.StreamName(k), got, cfg.Shards)
 		}
+		l.streams = append(l.streams, s)
 	}
 	return l, nil
 }

@@ -1,26 +1,28 @@
 package events
 
-import (
-	"fmt"
-	"strings"
-	"unicode/utf8"
-)
+import "fmt"
 
 // MaxRunIDLen bounds a run id, which is one subject token.
 const MaxRunIDLen = 128
 
-// ValidRunID reports whether id can name a run: a single NATS subject token
-// (no '.', '*', '>' or whitespace), valid UTF-8, at most [MaxRunIDLen] bytes.
+// ValidRunID reports whether id can name a run: 1 to [MaxRunIDLen] ASCII
+// letters, digits, '-' or '_'. That keeps a run id one NATS subject token
+// and a JSON string that needs no escaping.
 func ValidRunID(id string) error {
 	switch {
 	case id == "":
 		return fmt.Errorf("%w: empty run id", ErrMalformed)
 	case len(id) > MaxRunIDLen:
 		return fmt.Errorf("%w: run id of %d bytes (at most %d)", ErrMalformed, len(id), MaxRunIDLen)
-	case !utf8.ValidString(id):
-		return fmt.Errorf("%w: run id %q is not UTF-8", ErrMalformed, id)
-	case strings.ContainsAny(id, ".*> \t\r\n"):
-		return fmt.Errorf("%w: run id %q holds one of . * > or whitespace", ErrMalformed, id)
+	}
+	for i := 0; i < len(id); i++ {
+		if !idByte(id[i]) {
+			return fmt.Errorf("%w: run id %q: byte %d is %q (want letters, digits, '-' or '_')", ErrMalformed, id, i, id[i])
+		}
 	}
 	return nil
+}
+
+func idByte(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_'
 }

@@ -45,6 +45,9 @@ func (v *View) Apply(e events.Event) error {
 	if v.Run.Events == 0 && e.Kind != events.RunCreated {
 		return v.errf(e, "a run starts with %s", events.RunCreated)
 	}
+	if v.Run.Events > 0 && e.Kind == events.RunCreated {
+		return v.errf(e, "a run is created once")
+	}
 	if v.Run.Events > 0 && e.Run != v.Run.ID {
 		return v.errf(e, "event of run %q", e.Run)
 	}

@@ -684,6 +684,43 @@ func TestFold_SecondRunCreatedIsRefused(t *testing.T) {
 	}
 }
 
+// TestFold_StoredEventFoldsLikeWritten: a writer folds the event it appended;
+// every other worker folds the bytes the log stored. Both views must be the
+// same, raw JSON included (PolicyJSON is not HTML-escaped).
+func TestFold_StoredEventFoldsLikeWritten(t *testing.T) {
+	h := started(t, "r1")
+	h.decide(1, "exec", `{"cmd":"make && echo <done>"}`)
+	h.add(events.ApprovalRequested, events.PolicyBody{
+		Step: 1, Outcome: projector.RequireApproval, Args: json.RawMessage(`{"cmd":"make && echo <done>"}`),
+		Approval: &events.ApprovalRequest{ID: "a1", Kind: "shell", Capability: json.RawMessage(`{"cmd":"make && echo <done>"}`),
+			Presentation: json.RawMessage("{\"text\":\"run make \u2028 then echo\"}"), Hash: "h"},
+	})
+	written := h.fold()
+	stored := make([]events.Event, len(h.evs))
+	for i, e := range h.evs {
+		data, err := e.Encode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if stored[i], err = events.Decode(data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	read, err := projector.Fold(stored...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := string(read.Step(1).Policy.Args), string(written.Step(1).Policy.Args); got != want {
+		t.Errorf("policy args: got %s from the stored event, want %s as written", got, want)
+	}
+	if got, want := string(read.Approval("a1").Presentation), string(written.Approval("a1").Presentation); got != want {
+		t.Errorf("approval presentation: got %q from the stored event, want %q as written", got, want)
+	}
+	if !reflect.DeepEqual(read, written) {
+		t.Error("view folded from the stored events differs from the view of the written events")
+	}
+}
+
 func TestFold_RepeatedRequestAndResultCountsRepeats(t *testing.T) {
 	h := started(t, "r1")
 	for n := 1; n <= 3; n++ {

@@ -54,6 +54,14 @@ func drawHistory(t *rapid.T) []events.Event {
 }
 
 func drawDecision(t *rapid.T, h *history, n int) {
+	if n > 1 && rapid.IntRange(0, 3).Draw(t, "same decision again") == 0 {
+		// The agent asks for the same call again (loop detection).
+		v := h.fold()
+		d := v.Step(n - 1).Decision
+		d.Step, d.CallID = n, fmt.Sprintf("call-%d", n)
+		h.add(events.StepDecided, d)
+		return
+	}
 	tool := rapid.SampledFrom(genTools).Draw(t, "tool")
 	if rapid.IntRange(0, 9).Draw(t, "binary args") == 0 {
 		h.add(events.StepDecided, events.StepDecidedBody{Step: n, Tool: tool, ArgsBytes: []byte{0xff, byte(n), '{'}})

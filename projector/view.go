@@ -177,20 +177,14 @@ func (v View) Clone() View {
 			c.Approvals[i] = a.clone()
 		}
 	}
-	if v.Strays != nil {
-		c.Strays = append([]Stray(nil), v.Strays...)
-	}
-	if v.Refusals != nil {
-		c.Refusals = append([]events.RefusedBody(nil), v.Refusals...)
-	}
+	c.Strays = cloneSlice(v.Strays)
+	c.Refusals = cloneSlice(v.Refusals)
 	return c
 }
 
 func (s Step) clone() Step {
 	c := s
-	if s.Decision.ArgsBytes != nil {
-		c.Decision.ArgsBytes = append([]byte(nil), s.Decision.ArgsBytes...)
-	}
+	c.Decision.ArgsBytes = cloneSlice(s.Decision.ArgsBytes)
 	if s.Policy != nil {
 		p := clonePolicy(*s.Policy)
 		c.Policy = &p
@@ -251,9 +245,15 @@ func cloneTools(ts []events.ToolSpec) []events.ToolSpec {
 	return out
 }
 
-func cloneRaw(b json.RawMessage) json.RawMessage {
-	if b == nil {
+func cloneRaw(b json.RawMessage) json.RawMessage { return cloneSlice(b) }
+
+// cloneSlice copies s, keeping nil nil and empty empty, so a clone is
+// reflect.DeepEqual to its original.
+func cloneSlice[S ~[]E, E any](s S) S {
+	if s == nil {
 		return nil
 	}
-	return append(json.RawMessage(nil), b...)
+	c := make(S, len(s))
+	copy(c, s)
+	return c
 }

@@ -4,6 +4,9 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/arbiter-run/arbiter/events"
@@ -17,6 +20,10 @@ type conn struct {
 	url, user, password, creds, nkey string
 	stream, prefix                   string
 	shards                           int
+	data                             string
+	// role is the embedded default's user this command needs when no
+	// credentials are given: "operator" or "worker".
+	role string
 
 	nc  *nats.Conn
 	log *events.Log
@@ -32,10 +39,16 @@ func (c *conn) flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.stream, "stream", "ARB_RUNS", "base name of the runs streams")
 	fs.StringVar(&c.prefix, "prefix", "arb.run", "subject prefix of run events")
 	fs.IntVar(&c.shards, "shards", 1, "number of runs streams the log was created with")
+	fs.StringVar(&c.data, "data", "arbiter-data", "data directory of a worker's embedded JetStream: its credentials/ are used when no --user, --creds or --nkey is given")
 }
 
 func (c *conn) open(ctx context.Context) error {
 	opts := []nats.Option{nats.Name("arbiter"), nats.Timeout(5 * time.Second)}
+	if c.user == "" && c.creds == "" && c.nkey == "" && c.role != "" {
+		if pw, err := os.ReadFile(filepath.Join(c.data, "credentials", c.role+".password")); err == nil {
+			c.user, c.password = c.role, strings.TrimSpace(string(pw))
+		}
+	}
 	if c.user != "" {
 		opts = append(opts, nats.UserInfo(c.user, c.password))
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/arbiter-run/arbiter/projector"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
+	"golang.org/x/term"
 )
 
 func newFlags(name, args, help string) *flag.FlagSet {
@@ -40,7 +41,10 @@ func helpOf(name string) (args, help string) {
 func setup(ctx context.Context, name string, args []string, extra func(*flag.FlagSet), pos ...string) (*conn, []string, error) {
 	a, h := helpOf(name)
 	fs := newFlags(name, a, h)
-	c := &conn{}
+	c := &conn{role: "operator"}
+	if name == "start" || name == "cancel" {
+		c.role = "worker"
+	}
 	c.flags(fs)
 	if extra != nil {
 		extra(fs)
@@ -298,10 +302,7 @@ func decide(ctx context.Context, name, decision string, args []string, out io.Wr
 	return fmt.Errorf("run %s kept moving; try again", run)
 }
 
-func isTerminal(f *os.File) bool {
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
-}
+func isTerminal(f *os.File) bool { return term.IsTerminal(int(f.Fd())) }
 
 func runWatch(ctx context.Context, args []string, out io.Writer) error {
 	var durable string

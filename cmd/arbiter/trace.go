@@ -20,11 +20,10 @@ func summary(e events.Event) string {
 	switch e.Kind {
 	case events.RunCreated:
 		b, _ := events.DecodeBody[events.RunCreatedBody](e)
-		names := make([]string, len(b.Tools))
-		for i, t := range b.Tools {
-			names[i] = t.Name + "(" + t.SideEffect + ")"
-		}
-		return fmt.Sprintf("agent=%s tools=%s", b.Agent, strings.Join(names, " "))
+		return fmt.Sprintf("agent=%s tools=%s", b.Agent, toolNames(b.Tools))
+	case events.RunTools:
+		b, _ := events.DecodeBody[events.RunToolsBody](e)
+		return "tools=" + toolNames(b.Tools)
 	case events.StepDecided:
 		b, _ := events.DecodeBody[events.StepDecidedBody](e)
 		return fmt.Sprintf("step %d: %s %s", b.Step, b.Tool, clip(string(b.RawArgs()), 70))
@@ -65,4 +64,12 @@ func clip(s string, n int) string {
 		return s
 	}
 	return string([]rune(s)[:n]) + "…"
+}
+
+func toolNames(ts []events.ToolSpec) string {
+	names := make([]string, len(ts))
+	for i, t := range ts {
+		names[i] = t.Name + "(" + t.SideEffect + ")"
+	}
+	return strings.Join(names, " ")
 }

@@ -1,0 +1,202 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/arbiter-run/arbiter/approvals"
+	"github.com/arbiter-run/arbiter/driver"
+	"github.com/arbiter-run/arbiter/events"
+	"github.com/arbiter-run/arbiter/policy"
+	"github.com/arbiter-run/arbiter/scripted"
+	"github.com/arbiter-run/arbiter/toolbox"
+	"go.yaml.in/yaml/v3"
+)
+
+// Config is the worker's configuration file (YAML). Every field is optional;
+// the zero value runs the demo setup: every built-in tool, the default
+// side-effect policy and a scripted "demo" agent.
+type Config struct {
+	// Sandbox is the directory the built-in tools work in. Default
+	// <data>/sandbox.
+	Sandbox string `yaml:"sandbox"`
+	// Tools to register; default: every built-in tool.
+	Tools []ToolConfig `yaml:"tools"`
+	// Policy: the side-effect mapping and its id.
+	Policy PolicyConfig `yaml:"policy"`
+	// Operators: public nkeys (U…) whose signed decisions are accepted, with
+	// a name each.
+	Operators map[string]string `yaml:"operators"`
+	// ApprovalTTL: how long an approval waits when the policy sets no
+	// expiry ("24h"); empty: no expiry.
+	ApprovalTTL string `yaml:"approval_ttl"`
+	// Limits of runs this worker creates.
+	Limits LimitsConfig `yaml:"limits"`
+	// Agents: scripted agents by name.
+	Agents map[string][]CallConfig `yaml:"agents"`
+	// Log: stream layout (must match every other worker's).
+	Log LogConfig `yaml:"log"`
+}
+
+// ToolConfig selects a built-in tool.
+type ToolConfig struct {
+	Name    string `yaml:"name"`
+	Class   string `yaml:"class"`
+	Timeout string `yaml:"timeout"`
+}
+
+// PolicyConfig is the built-in side-effect policy.
+type PolicyConfig struct {
+	ID          string            `yaml:"id"`
+	SideEffects map[string]string `yaml:"side_effects"`
+}
+
+// LimitsConfig is events.Limits in the file.
+type LimitsConfig struct {
+	MaxSteps         int    `yaml:"max_steps"`
+	MaxFailuresInRow int    `yaml:"max_failures_in_row"`
+	MaxRepeats       int    `yaml:"max_repeats"`
+	MaxElapsed       string `yaml:"max_elapsed"`
+}
+
+func (l LimitsConfig) limits() (events.Limits, error) {
+	out := events.Limits{MaxSteps: l.MaxSteps, MaxFailuresInRow: l.MaxFailuresInRow, MaxRepeats: l.MaxRepeats}
+	if l.MaxElapsed != "" {
+		d, err := time.ParseDuration(l.MaxElapsed)
+		if err != nil {
+			return out, fmt.Errorf("limits.max_elapsed %q: %w", l.MaxElapsed, err)
+		}
+		out.MaxElapsedMS = d.Milliseconds()
+	}
+	return out, nil
+}
+
+// CallConfig is one scripted decision.
+type CallConfig struct {
+	Tool string `yaml:"tool"`
+	Args string `yaml:"args"`
+}
+
+// LogConfig is the events.Config part of the file.
+type LogConfig struct {
+	Stream   string `yaml:"stream"`
+	Prefix   string `yaml:"prefix"`
+	Shards   int    `yaml:"shards"`
+	Replicas int    `yaml:"replicas"`
+}
+
+func loadConfig(path string) (Config, error) {
+	var c Config
+	if path == "" {
+		return c, nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return c, err
+	}
+	dec := yaml.NewDecoder(bytesReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(&c); err != nil {
+		return c, fmt.Errorf("%s: %w", path, err)
+	}
+	return c, nil
+}
+
+var demoScript = []CallConfig{
+	{"read_file", `{"path": "notes.txt"`},
+	{"read_file", `{"path": "notes.txt"}`},
+	{"delete_file", `{"path": "notes.txt"}`},
+	{"send_email", `{"to": "ops@example.com", "body": "the deploy is done"}`},
+	{"finish", `{"summary": "told ops"}`},
+}
+
+func (c Config) tools(sandbox string) ([]driver.Tool, error) {
+	cfgs := c.Tools
+	if len(cfgs) == 0 {
+		for _, n := range toolbox.Names() {
+			cfgs = append(cfgs, ToolConfig{Name: n})
+		}
+	}
+	var out []driver.Tool
+	for i, tc := range cfgs {
+		var timeout time.Duration
+		if tc.Timeout != "" {
+			d, err := time.ParseDuration(tc.Timeout)
+			if err != nil {
+				return nil, fmt.Errorf("tools[%d] %s: timeout %q: %w", i, tc.Name, tc.Timeout, err)
+			}
+			timeout = d
+		}
+		t, err := toolbox.New(tc.Name, sandbox, tc.Class, timeout)
+		if err != nil {
+			return nil, fmt.Errorf("tools[%d]: %w", i, err)
+		}
+		out = append(out, t)
+	}
+	return out, nil
+}
+
+func (c Config) policy() (policy.Policy, error) {
+	p := policy.DefaultSideEffects()
+	if len(c.Policy.SideEffects) > 0 {
+		p = policy.SideEffectPolicy{}
+		for class, o := range c.Policy.SideEffects {
+			if !policy.Outcome(o).Valid() {
+				return nil, fmt.Errorf("policy.side_effects.%s: outcome %q (want allow, deny, abort or require_approval)", class, o)
+			}
+			p[class] = policy.Outcome(o)
+		}
+	}
+	id := c.Policy.ID
+	if id == "" {
+		b, _ := json.Marshal(p)
+		id = "side-effects " + string(b)
+	}
+	return policy.WithID(p, id), nil
+}
+
+func (c Config) operators(extra []string) (approvals.Operators, error) {
+	ops := approvals.Operators{}
+	for k, name := range c.Operators {
+		if err := approvals.ParseOperator(k); err != nil {
+			return nil, fmt.Errorf("operators: %w", err)
+		}
+		ops[k] = name
+	}
+	for _, k := range extra {
+		if err := approvals.ParseOperator(k); err != nil {
+			return nil, fmt.Errorf("--operator: %w", err)
+		}
+		ops[k] = "operator " + k[:8]
+	}
+	return ops, nil
+}
+
+func (c Config) agents() map[string]driver.Agent {
+	out := map[string]driver.Agent{"demo": script(demoScript)}
+	for name, calls := range c.Agents {
+		out[name] = script(calls)
+	}
+	return out
+}
+
+func script(calls []CallConfig) driver.Agent {
+	a := scripted.Agent{}
+	for _, c := range calls {
+		a.Decisions = append(a.Decisions, scripted.Call(c.Tool, c.Args))
+	}
+	return a
+}
+
+func (c Config) approvalTTL() (time.Duration, error) {
+	if c.ApprovalTTL == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(c.ApprovalTTL)
+	if err != nil {
+		return 0, fmt.Errorf("approval_ttl %q: %w", c.ApprovalTTL, err)
+	}
+	return d, nil
+}

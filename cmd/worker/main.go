@@ -1,0 +1,255 @@
+// Command worker runs an Arbiter worker. With no flags it starts an embedded
+// JetStream (stored in --data, listening on 127.0.0.1:4222 so more workers
+// and the operator command can join) and a worker on it; with --nats it joins
+// an existing server or cluster. It drives runs from the shared work queue
+// until SIGINT or SIGTERM, then finishes the steps in flight, gives its runs
+// back and exits.
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/arbiter-run/arbiter/driver"
+	"github.com/arbiter-run/arbiter/embedded"
+	"github.com/arbiter-run/arbiter/events"
+	"github.com/arbiter-run/arbiter/fleet"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+func bytesReader(b []byte) io.Reader { return bytes.NewReader(b) }
+
+type multi []string
+
+func (m *multi) String() string     { return strings.Join(*m, ",") }
+func (m *multi) Set(s string) error { *m = append(*m, s); return nil }
+
+type flags struct {
+	config, data, listen, natsURL, user, password, creds, metrics string
+	concurrency                                                   int
+	ackWait                                                       time.Duration
+	operators                                                     multi
+	noAuth, syncAlways                                            bool
+}
+
+func main() {
+	var f flags
+	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), `usage: worker [flags]
+
+Runs an Arbiter worker. With no --nats it starts an embedded JetStream in
+--data listening on --listen, with a "worker" and an "operator" user whose
+passwords it writes to <data>/credentials/. Runs are driven by the agents,
+tools and policy of --config (default: the demo setup).
+
+flags:
+`)
+		fs.PrintDefaults()
+	}
+	fs.StringVar(&f.config, "config", "", "YAML config file: tools, policy, operators, agents, limits (default: the demo setup)")
+	fs.StringVar(&f.data, "data", "arbiter-data", "data directory of the embedded JetStream and the tools' sandbox")
+	fs.StringVar(&f.listen, "listen", "127.0.0.1:4222", "where the embedded JetStream listens (host:port; empty: in-process only)")
+	fs.StringVar(&f.natsURL, "nats", "", "join this NATS server or cluster instead of starting an embedded one")
+	fs.StringVar(&f.user, "user", "", "NATS user (with --nats)")
+	fs.StringVar(&f.password, "password", "", "NATS password (with --nats)")
+	fs.StringVar(&f.creds, "creds", "", "NATS credentials file (with --nats)")
+	fs.StringVar(&f.metrics, "metrics", "127.0.0.1:9464", "serve /healthz and /metrics here (empty: off)")
+	fs.IntVar(&f.concurrency, "concurrency", 16, "runs driven at once")
+	fs.DurationVar(&f.ackWait, "ack-wait", 30*time.Second, "how long a run may be held without a sign of life before another worker takes it")
+	fs.Var(&f.operators, "operator", "operator public nkey (U…) whose decisions are accepted; repeatable (adds to the config's)")
+	fs.BoolVar(&f.noAuth, "no-auth", false, "embedded JetStream without users (anyone on 127.0.0.1 can do anything)")
+	fs.BoolVar(&f.syncAlways, "sync-always", false, "fsync every append before acknowledging it (about 7x slower appends; survives power loss)")
+	if err := fs.Parse(os.Args[1:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return
+		}
+		os.Exit(2)
+	}
+	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, f, logger); err != nil {
+		logger.Error("worker stopped", "err", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, f flags, logger *slog.Logger) error {
+	cfg, err := loadConfig(f.config)
+	if err != nil {
+		return err
+	}
+	nc, shutdown, err := connect(f, logger)
+	if err != nil {
+		return err
+	}
+	defer shutdown()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	log, err := events.Open(ctx, js, events.Config{Stream: cfg.Log.Stream, Prefix: cfg.Log.Prefix, Shards: cfg.Log.Shards, Replicas: cfg.Log.Replicas})
+	if err != nil {
+		return err
+	}
+	q, err := fleet.Setup(ctx, js, fleet.Config{AckWait: f.ackWait, Replicas: cfg.Log.Replicas})
+	if err != nil {
+		return err
+	}
+	d, err := buildDriver(cfg, f, log, logger)
+	if err != nil {
+		return err
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	metrics := fleet.NewMetrics(reg)
+	d.SetOnAppend(metrics.OnAppend)
+	if f.metrics != "" {
+		if err := serveMetrics(ctx, f.metrics, reg, nc, logger); err != nil {
+			return err
+		}
+	}
+	w, err := fleet.NewWorker(fleet.WorkerConfig{
+		Driver: d, Queue: q, Agents: cfg.agents(), Concurrency: f.concurrency, Logger: logger, Metrics: metrics,
+	})
+	if err != nil {
+		return err
+	}
+	logger.Info("worker running", "pid", os.Getpid(), "concurrency", f.concurrency, "policy", fmt.Sprint(d.PolicyID()), "tools", len(d.Tools()))
+	err = w.Run(ctx)
+	logger.Info("worker stopped; runs in flight were given back")
+	return err
+}
+
+func buildDriver(cfg Config, f flags, log *events.Log, logger *slog.Logger) (*driver.Driver, error) {
+	sandbox := cfg.Sandbox
+	if sandbox == "" {
+		sandbox = filepath.Join(f.data, "sandbox")
+	}
+	if err := os.MkdirAll(sandbox, 0o755); err != nil {
+		return nil, err
+	}
+	if len(cfg.Tools) == 0 {
+		// The demo agent reads notes.txt: give the default sandbox one.
+		notes := filepath.Join(sandbox, "notes.txt")
+		if _, err := os.Stat(notes); errors.Is(err, os.ErrNotExist) {
+			_ = os.WriteFile(notes, []byte("remember to tell ops the deploy is done\n"), 0o644)
+		}
+	}
+	tools, err := cfg.tools(sandbox)
+	if err != nil {
+		return nil, err
+	}
+	p, err := cfg.policy()
+	if err != nil {
+		return nil, err
+	}
+	ops, err := cfg.operators(f.operators)
+	if err != nil {
+		return nil, err
+	}
+	if len(ops) == 0 {
+		logger.Warn("no operator keys configured: no grant or denial will be accepted (see `arbiter keygen` and --operator)")
+	}
+	ttl, err := cfg.approvalTTL()
+	if err != nil {
+		return nil, err
+	}
+	limits, err := cfg.Limits.limits()
+	if err != nil {
+		return nil, err
+	}
+	return driver.New(driver.Config{
+		Log: log, Policy: p, Tools: tools, Limits: limits, ApprovalTTL: ttl, Operators: ops, Logger: logger,
+	})
+}
+
+// connect joins --nats, or starts the embedded JetStream and connects to it
+// in-process as the worker user.
+func connect(f flags, logger *slog.Logger) (*nats.Conn, func(), error) {
+	if f.natsURL != "" {
+		opts := []nats.Option{nats.Name("arbiter-worker"), nats.MaxReconnects(-1)}
+		if f.user != "" {
+			opts = append(opts, nats.UserInfo(f.user, f.password))
+		}
+		if f.creds != "" {
+			opts = append(opts, nats.UserCredentials(f.creds))
+		}
+		nc, err := nats.Connect(f.natsURL, opts...)
+		if err != nil {
+			return nil, nil, fmt.Errorf("connect to %s: %w", f.natsURL, err)
+		}
+		return nc, nc.Close, nil
+	}
+	ec := embedded.Config{Dir: filepath.Join(f.data, "jetstream"), SyncAlways: f.syncAlways}
+	if f.listen != "" {
+		host, port, err := net.SplitHostPort(f.listen)
+		if err != nil {
+			return nil, nil, fmt.Errorf("--listen %q: %w", f.listen, err)
+		}
+		ec.Host = host
+		if ec.Port, err = strconv.Atoi(port); err != nil {
+			return nil, nil, fmt.Errorf("--listen %q: port: %w", f.listen, err)
+		}
+	}
+	var opts []nats.Option
+	if !f.noAuth {
+		creds, err := embedded.LoadCredentials(f.data)
+		if err != nil {
+			return nil, nil, err
+		}
+		ec.Users = creds.Users(embedded.Subjects{})
+		opts = append(opts, nats.UserInfo("worker", creds.Worker))
+	}
+	srv, err := embedded.Start(ec)
+	if err != nil {
+		return nil, nil, err
+	}
+	nc, err := srv.Connect(opts...)
+	if err != nil {
+		srv.Stop()
+		return nil, nil, err
+	}
+	logger.Info("embedded JetStream ready", "store", ec.Dir, "listen", f.listen, "auth", !f.noAuth, "sync_always", f.syncAlways)
+	return nc, func() { nc.Close(); srv.Stop() }, nil
+}
+
+func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry, nc *nats.Conn, logger *slog.Logger) error {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		if !nc.IsConnected() {
+			http.Error(w, "nats: "+nc.Status().String(), http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ok")
+	})
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("--metrics %s: %w", addr, err)
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(l) }()
+	go func() { <-ctx.Done(); _ = srv.Close() }()
+	logger.Info("metrics and health", "addr", l.Addr().String())
+	return nil
+}
