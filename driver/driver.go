@@ -50,6 +50,9 @@ type Config struct {
 	// OnAppend, when set, is called after every append attempt with the
 	// event's kind, body, how long the append took and its error (metrics).
 	OnAppend func(kind events.Kind, body any, took time.Duration, err error)
+	// BeforeAppend, when set, is called just before every append with the
+	// event's kind and body (fault injection in the crash tests).
+	BeforeAppend func(kind events.Kind, body any)
 }
 
 // DefaultLimits are the limits a run gets when Config.Limits leaves a field
@@ -216,6 +219,9 @@ func (d *Driver) append(ctx context.Context, r *Run, run string, k events.Kind, 
 		return err
 	}
 	ev.Time = d.cfg.Now().UTC()
+	if d.cfg.BeforeAppend != nil {
+		d.cfg.BeforeAppend(k, body)
+	}
 	start := time.Now()
 	rec, err := d.log.AppendRecord(ctx, r.tail, ev)
 	if d.cfg.OnAppend != nil {
@@ -237,8 +243,14 @@ func (d *Driver) Policy() policy.Policy { return d.policy }
 // PolicyID returns the id of the driver's policy ("" for none).
 func (d *Driver) PolicyID() string { return d.policyID }
 
-// SetOnAppend sets the append hook (see Config.OnAppend). Call it before the
-// driver is used.
-func (d *Driver) SetOnAppend(fn func(kind events.Kind, body any, took time.Duration, err error)) {
-	d.cfg.OnAppend = fn
+// SetHooks sets the append hooks (see Config.OnAppend and
+// Config.BeforeAppend); a nil argument leaves that hook as it is. Call it
+// before the driver is used.
+func (d *Driver) SetHooks(before func(events.Kind, any), after func(events.Kind, any, time.Duration, error)) {
+	if before != nil {
+		d.cfg.BeforeAppend = before
+	}
+	if after != nil {
+		d.cfg.OnAppend = after
+	}
 }

@@ -122,7 +122,7 @@ func run(ctx context.Context, f flags, logger *slog.Logger) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics := fleet.NewMetrics(reg)
-	d.SetOnAppend(metrics.OnAppend)
+	d.SetHooks(faultHook(logger), metrics.OnAppend)
 	if f.metrics != "" {
 		if err := serveMetrics(ctx, f.metrics, reg, nc, logger); err != nil {
 			return err
