@@ -10,7 +10,8 @@ import (
 	"github.com/arbiter-run/arbiter/projector"
 )
 
-// Drive drives r until it ends or waits for an operator. It returns nil then.
+// Drive drives r until it ends or waits for an operator, or, with a nil
+// agent, until it needs the agent's next decision. It returns nil then.
 // It returns an error wrapping [events.ErrConflict] as soon as an append is
 // refused because another writer moved the run on: the caller must drop r
 // (never execute anything more for it) and reload it if it wants to go on.
@@ -70,6 +71,11 @@ func (d *Driver) advance(ctx context.Context, r *Run, agent Agent) (bool, error)
 	}
 	if end, detail := d.limitHit(v); end != "" {
 		return true, d.append(ctx, r, r.ID(), events.RunFailed, events.EndBody{Reason: end, Detail: detail})
+	}
+	if agent == nil {
+		// Whoever drives without an agent (settling approvals only) stops
+		// where a decision is needed.
+		return false, nil
 	}
 	dec, err := agent.Decide(ctx, d.stepInput(v))
 	if err != nil {

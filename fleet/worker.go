@@ -163,6 +163,12 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, stop <-chan stru
 	case errors.Is(err, events.ErrNoRun):
 		_ = msg.Term()
 		return
+	case permanent(err):
+		// A run whose events do not verify or fold can never be driven:
+		// fail closed and say so loudly, once.
+		w.log.Error("run cannot be loaded; it will not be driven", "run", run, "err", err)
+		_ = msg.Term()
+		return
 	case err != nil:
 		w.log.Warn("load run", "run", run, "err", err)
 		_ = msg.NakWithDelay(time.Second)
@@ -205,6 +211,12 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, stop <-chan stru
 		return
 	}
 	w.keep(ctx, r)
+	if r.View().Run.Status == projector.Running {
+		// Stopped where a decision is needed and this worker has no agent
+		// for the run: leave it to one that has.
+		_ = msg.NakWithDelay(5 * time.Second)
+		return
+	}
 	if err := msg.DoubleAck(ctx); err != nil {
 		w.log.Warn("ack nudge", "run", run, "err", err)
 	}
@@ -266,6 +278,10 @@ func (w *Worker) load(ctx context.Context, run string) (*driver.Run, error) {
 	}
 	r, _, err := w.q.Load(ctx, w.d, run)
 	return r, err
+}
+
+func permanent(err error) bool {
+	return errors.Is(err, events.ErrBrokenChain) || errors.Is(err, events.ErrMalformed) || errors.Is(err, projector.ErrFold)
 }
 
 func (w *Worker) claim(run string) bool {
