@@ -119,8 +119,16 @@ func New(cfg Config) (*Driver, error) {
 	return d, nil
 }
 
-// Tools returns the specs of the driver's tools as runs record them.
-func (d *Driver) Tools() []events.ToolSpec { return append([]events.ToolSpec(nil), d.specs...) }
+// Tools returns copies of the specs of the driver's tools as runs record
+// them: changing them changes nothing the driver holds.
+func (d *Driver) Tools() []events.ToolSpec {
+	out := make([]events.ToolSpec, len(d.specs))
+	for i, s := range d.specs {
+		s.Schema = append(json.RawMessage(nil), s.Schema...)
+		out[i] = s
+	}
+	return out
+}
 
 // Log returns the driver's log.
 func (d *Driver) Log() *events.Log { return d.log }
@@ -144,7 +152,7 @@ func (r *Run) Tail() events.Tail { return r.tail }
 // Create starts run id with the driver's tools and limits: one fenced append
 // of run.created, which fails with [events.ErrConflict] if the run exists.
 func (d *Driver) Create(ctx context.Context, id, agent string, input json.RawMessage) (*Run, error) {
-	body := events.RunCreatedBody{Tools: d.specs, Limits: d.cfg.Limits, Input: input, Agent: agent}
+	body := events.RunCreatedBody{Tools: d.Tools(), Limits: d.cfg.Limits, Input: input, Agent: agent}
 	r := &Run{}
 	if err := d.append(ctx, r, id, events.RunCreated, body); err != nil {
 		return nil, err

@@ -266,3 +266,27 @@ func TestDriver_LoadFromSnapshotEqualsLoad(t *testing.T) {
 		t.Errorf("LoadFrom a snapshot that does not chain onto the log: got %v, want an error wrapping events.ErrBrokenChain", err)
 	}
 }
+
+func TestDriver_ViewEqualsFreshLoad(t *testing.T) {
+	env := testkit.JetStream(t)
+	log := env.Log(t, events.Config{})
+	send := testkit.NewLedger("send", events.RemoteMutation, `{"type":"object","properties":{"q":{"type":"string","pattern":"^[a-z&<> ]+$"}}}`)
+	send.Result = func(context.Context, json.RawMessage) (string, error) { return "sent <b>&amp;</b>", nil }
+	kp, ops := operator(t)
+	d := newDriverCfg(t, driver.Config{Log: log, Policy: policy.DefaultSideEffects(), Tools: []driver.Tool{send, done()}, Operators: ops})
+	r := create(t, d, "html")
+	agent := testkit.NewScript(testkit.Call("send", `{"q":"a && b <c>"}`), testkit.Call("done", `{"note":"</script>"}`))
+	drive(t, d, r, agent)
+	if fresh := load(t, d, "html"); !reflect.DeepEqual(r.View(), fresh.View()) {
+		t.Errorf("waiting run: the driver's view differs from a fresh load:\n got %+v\nwant %+v", r.View(), fresh.View())
+	}
+	grant(t, d, r, kp)
+	drive(t, d, r, agent)
+	wantEnd(t, r.View(), projector.Completed, events.ReasonCompleted)
+	if fresh := load(t, d, "html"); !reflect.DeepEqual(r.View(), fresh.View()) {
+		t.Errorf("completed run: the driver's view differs from a fresh load:\n got %+v\nwant %+v", r.View(), fresh.View())
+	}
+	if calls := send.Calls(); len(calls) != 1 || string(calls[0]) != `{"q":"a && b <c>"}` {
+		t.Errorf("send executed with %q, want once with the PolicyJSON args", calls)
+	}
+}

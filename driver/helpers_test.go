@@ -302,3 +302,26 @@ func (c *clock) Advance(d time.Duration) {
 	defer c.mu.Unlock()
 	c.now = c.now.Add(d)
 }
+
+// stepOf returns step n of r's view, failing the test if there is none.
+func stepOf(t *testing.T, r *driver.Run, n int) projector.Step {
+	t.Helper()
+	v := r.View()
+	s := v.Step(n)
+	if s == nil {
+		t.Fatalf("run %s has no step %d (it has %d)", r.ID(), n, len(v.Steps))
+	}
+	return *s
+}
+
+// approvalOf returns approval id of r's view, failing the test if there is
+// none.
+func approvalOf(t *testing.T, r *driver.Run, id string) projector.Approval {
+	t.Helper()
+	v := r.View()
+	a := v.Approval(id)
+	if a == nil {
+		t.Fatalf("run %s has no approval %s", r.ID(), id)
+	}
+	return *a
+}

@@ -54,14 +54,16 @@ func (d *Driver) advance(ctx context.Context, r *Run, agent Agent) (bool, error)
 	if len(v.Strays) > 0 {
 		return true, d.refuseStray(ctx, r, v.Strays[0])
 	}
-	switch v.Run.Status {
-	case projector.Completed, projector.Failed, projector.Cancelled:
+	if v.Run.Status.Ended() {
 		return false, nil
-	case projector.Waiting:
-		return d.settle(ctx, r)
 	}
+	// Record the tool set this driver evaluates with before any evaluation,
+	// resumes included, so replay finds every spec by its hash.
 	if !toolsEqual(v.Run.Tools, d.specs) {
-		return true, d.append(ctx, r, r.ID(), events.RunTools, events.RunToolsBody{Tools: d.specs})
+		return true, d.append(ctx, r, r.ID(), events.RunTools, events.RunToolsBody{Tools: d.Tools()})
+	}
+	if v.Run.Status == projector.Waiting {
+		return d.settle(ctx, r)
 	}
 	if last := v.Step(len(v.Steps)); last != nil && last.Observation == nil {
 		if last.Executing() {
@@ -154,7 +156,7 @@ func (d *Driver) evaluate(ctx context.Context, r *Run, n int, grant *projector.A
 		return d.observe(ctx, r, n, events.ObsInvalidArguments, err.Error())
 	}
 	req := d.request(r, n, ct, args)
-	dec, err := d.policy.Evaluate(ctx, req, r.view.Clone())
+	dec, err := d.policy.Evaluate(ctx, req.Copy(), r.view.Clone())
 	return d.apply(ctx, r, req, dec, err, grant)
 }
 

@@ -50,6 +50,15 @@ type Request struct {
 	Args json.RawMessage
 }
 
+// Copy returns r with its own copies of the argument and schema bytes: what
+// the runtime hands a policy, so a policy that writes through its request
+// changes nothing the runtime records or executes.
+func (r Request) Copy() Request {
+	r.Args = append(json.RawMessage(nil), r.Args...)
+	r.Tool.Schema = append(json.RawMessage(nil), r.Tool.Schema...)
+	return r
+}
+
 // Approval is what a require_approval decision asks an operator to grant.
 // Capability and Presentation are JSON; both are hashed with the exact
 // request, so a grant applies to nothing else.

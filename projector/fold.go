@@ -201,8 +201,18 @@ func (v *View) observed(e events.Event, b events.ObservedBody) error {
 }
 
 // observe records a step's observation and the counters that follow from it.
+// An observed step is settled: an approval of it still open can never be
+// used, and a run that waited on it runs again.
 func (v *View) observe(s *Step, o events.ObservedBody) {
 	s.Observation = &o
+	for i := range v.Approvals {
+		if a := &v.Approvals[i]; a.Step == s.N && (a.State == Pending || a.State == Granted) {
+			a.State = Superseded
+		}
+	}
+	if v.Run.Status == Waiting {
+		v.Run.Status, v.Run.Reason = Running, ""
+	}
 	if o.Kind == events.ObsResult {
 		v.Run.FailuresInRow = 0
 	} else {

@@ -345,14 +345,14 @@ func TestFold_ApprovalOfAnotherStepCannotBeConsumed(t *testing.T) {
 	h.decide(1, "write", `{}`)
 	h.request(1, "a1")
 	h.grant("a1")
-	// Step 1 ends without spending its grant (an observation while it waits),
-	// so a1 is still granted, but for step 1 only.
+	// Step 1 ends without spending its grant (an observation while it
+	// waits): the grant is superseded, and it was for step 1 only anyway.
 	h.observe(1, events.ObsTimeout, "gave up")
 	h.decide(2, "write", `{}`)
 	v := h.fold()
 	before := h.fold()
-	if got := v.Approval("a1").State; got != projector.Granted {
-		t.Fatalf("a1: got %s, want %s", got, projector.Granted)
+	if got := v.Approval("a1").State; got != projector.Superseded {
+		t.Fatalf("a1: got %s, want %s", got, projector.Superseded)
 	}
 	err := v.Apply(h.next(events.StepPolicy, events.PolicyBody{Step: 2, Outcome: projector.Allow, Consumes: "a1"}))
 	if !errors.Is(err, projector.ErrFold) {
