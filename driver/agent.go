@@ -23,7 +23,7 @@ type Decision struct {
 // policy's view. It holds no handle to the policy or the log.
 type StepInput struct {
 	Run       projector.Run
-	Steps     []projector.Step
+	Steps     projector.Steps
 	Approvals []projector.Approval
 	Tools     []events.ToolSpec
 }

@@ -20,7 +20,7 @@ import (
 type loopAgent struct{ steps int }
 
 func (a loopAgent) Decide(_ context.Context, in driver.StepInput) (driver.Decision, error) {
-	n := len(in.Steps) + 1
+	n := in.Steps.Len() + 1
 	if n == a.steps {
 		return testkit.Call("done", `{}`), nil
 	}

@@ -47,8 +47,11 @@ func scribbleRun(r *projector.Run) {
 	r.Limits = events.Limits{}
 }
 
-// scribbleSteps writes through every step and everything it points to.
-func scribbleSteps(ss []projector.Step) {
+// scribbleSteps writes through every step it can reach and everything those
+// point to, then replaces the sequence.
+func scribbleSteps(steps *projector.Steps) {
+	ss := steps.Slice()
+	defer func() { *steps = projector.StepsOf(projector.Step{N: 1}) }()
 	for i := range ss {
 		s := &ss[i]
 		s.Decision.Args, s.Decision.Tool = "hacked", "hacked"
@@ -92,7 +95,7 @@ func scribbleApprovals(as []projector.Approval) {
 // scribbleView writes through everything in a view.
 func scribbleView(v *projector.View) {
 	scribbleRun(&v.Run)
-	scribbleSteps(v.Steps)
+	scribbleSteps(&v.Steps)
 	scribbleApprovals(v.Approvals)
 	for i := range v.Strays {
 		v.Strays[i].Decision.Signature = "hacked"
@@ -122,9 +125,9 @@ var consumerSteps = []expectedStep{
 // checkInput reports where a consumer's input differs from the run as
 // recorded: every step so far reads as it was decided, and every tool spec
 // as the driver compiled it.
-func checkInput(t *testing.T, who string, steps []projector.Step, tools []events.ToolSpec, want []events.ToolSpec) {
+func checkInput(t *testing.T, who string, seq projector.Steps, tools []events.ToolSpec, want []events.ToolSpec) {
 	t.Helper()
-	for i, s := range steps {
+	for i, s := range seq.Slice() {
 		w := consumerSteps[i]
 		if s.Decision.Tool != w.tool || string(s.Decision.RawArgs()) != w.args {
 			t.Errorf("%s sees step %d as %s %q, want %s %q", who, s.N, s.Decision.Tool, s.Decision.RawArgs(), w.tool, w.args)
@@ -176,7 +179,7 @@ func TestDriver_ConsumersCannotCorruptEachOther(t *testing.T) {
 			if in.Run.ID != "shared" || in.Run.Status != projector.Running {
 				t.Errorf("agent sees run %s %s, want shared RUNNING", in.Run.ID, in.Run.Status)
 			}
-			n := len(in.Steps)
+			n := in.Steps.Len()
 			if agentWrites != nil {
 				agentWrites(&in, nil, nil)
 			}
@@ -234,9 +237,8 @@ func TestDriver_ConsumersCannotCorruptEachOther(t *testing.T) {
 	t.Run("agent writes through its steps, approvals and run", func(t *testing.T) {
 		run(t, func(in *driver.StepInput, _ *policy.Request, _ *projector.View) {
 			scribbleRun(&in.Run)
-			scribbleSteps(in.Steps)
+			scribbleSteps(&in.Steps)
 			scribbleApprovals(in.Approvals)
-			in.Steps = append(in.Steps[:0], projector.Step{N: 1})
 		}, nil)
 	})
 	t.Run("agent writes through its tool specs", func(t *testing.T) {

@@ -67,7 +67,7 @@ func Example() {
 		fmt.Println(err)
 		return
 	}
-	for _, s := range run.View().Steps {
+	for s := range run.View().Steps.All() {
 		line := fmt.Sprintf("step %d %s:", s.N, s.Decision.Tool)
 		if s.Policy != nil {
 			line += " policy " + s.Policy.Outcome
@@ -79,7 +79,7 @@ func Example() {
 	}
 	v := run.View()
 	fmt.Println("run", v.Run.Status, "waiting on", v.PendingApproval().Kind)
-	fmt.Println(v.Run.Status == projector.Waiting, strings.HasPrefix(v.Steps[0].Observation.Content, "arguments of read_file"))
+	fmt.Println(v.Run.Status == projector.Waiting, strings.HasPrefix(v.Steps.At(0).Observation.Content, "arguments of read_file"))
 	// Output:
 	// step 1 read_file: -> invalid_decision
 	// step 2 read_file: policy allow -> result

@@ -309,7 +309,7 @@ func stepOf(t *testing.T, r *driver.Run, n int) projector.Step {
 	v := r.View()
 	s := v.Step(n)
 	if s == nil {
-		t.Fatalf("run %s has no step %d (it has %d)", r.ID(), n, len(v.Steps))
+		t.Fatalf("run %s has no step %d (it has %d)", r.ID(), n, v.Steps.Len())
 	}
 	return *s
 }

@@ -65,7 +65,7 @@ func (d *Driver) advance(ctx context.Context, r *Run, agent Agent) (bool, error)
 	if v.Run.Status == projector.Waiting {
 		return d.settle(ctx, r)
 	}
-	if last := v.Step(len(v.Steps)); last != nil && last.Observation == nil {
+	if last := v.Step(v.Steps.Len()); last != nil && last.Observation == nil {
 		if last.Executing() {
 			return true, d.recover(ctx, r, last.N)
 		}
@@ -86,7 +86,7 @@ func (d *Driver) advance(ctx context.Context, r *Run, agent Agent) (bool, error)
 		}
 		return true, d.append(ctx, r, r.ID(), events.RunFailed, events.EndBody{Reason: events.ReasonAgentError, Detail: err.Error()})
 	}
-	n := len(v.Steps) + 1
+	n := v.Steps.Len() + 1
 	if err := d.append(ctx, r, r.ID(), events.StepDecided, decidedBody(n, dec)); err != nil {
 		return false, err
 	}

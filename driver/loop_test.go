@@ -120,7 +120,7 @@ func TestDriver_InvalidArgumentsBecomeObservation(t *testing.T) {
 	if got := len(agent.Inputs()); got != 4 {
 		t.Fatalf("agent asked: got %d times, want 4", got)
 	}
-	if seen := agent.Inputs()[1].Steps[0].Observation; seen == nil || seen.Kind != events.ObsInvalidArguments {
+	if seen := agent.Inputs()[1].Steps.At(0).Observation; seen == nil || seen.Kind != events.ObsInvalidArguments {
 		t.Errorf("agent's second input, step 1: got observation %+v, want %s", seen, events.ObsInvalidArguments)
 	}
 	if got := p.askedFor(3); got != 1 {
@@ -320,7 +320,7 @@ func TestDriver_PolicyDenyIsObservation(t *testing.T) {
 	if len(agent.Inputs()) != 2 {
 		t.Fatalf("agent asked: got %d times, want 2 (a denial does not stop the run)", len(agent.Inputs()))
 	}
-	seen := agent.Inputs()[1].Steps[0]
+	seen := agent.Inputs()[1].Steps.At(0)
 	if seen.Observation == nil || seen.Observation.Kind != events.ObsPolicyDenied {
 		t.Fatalf("agent sees step 1 with observation %+v, want %s", seen.Observation, events.ObsPolicyDenied)
 	}
@@ -699,7 +699,7 @@ func TestDriver_AgentErrorFailsRun(t *testing.T) {
 // readN is an agent that reads a different path each step.
 func readN() driver.Agent {
 	return driver.AgentFunc(func(_ context.Context, in driver.StepInput) (driver.Decision, error) {
-		return testkit.Call("read_file", fmt.Sprintf(`{"path":"f%d"}`, len(in.Steps)+1)), nil
+		return testkit.Call("read_file", fmt.Sprintf(`{"path":"f%d"}`, in.Steps.Len()+1)), nil
 	})
 }
 
@@ -729,7 +729,7 @@ func TestDriver_RepeatedFailuresEndRun(t *testing.T) {
 		d := newDriver(t, log, policy.DefaultSideEffects(), del)
 		r := create(t, d, "denied")
 		agent := driver.AgentFunc(func(_ context.Context, in driver.StepInput) (driver.Decision, error) {
-			return testkit.Call("delete_file", fmt.Sprintf(`{"path":"/%d"}`, len(in.Steps))), nil
+			return testkit.Call("delete_file", fmt.Sprintf(`{"path":"/%d"}`, in.Steps.Len())), nil
 		})
 		drive(t, d, r, agent)
 		v := r.View()

@@ -120,19 +120,20 @@ func (v *View) created(e events.Event, b events.RunCreatedBody) error {
 }
 
 func (v *View) decided(e events.Event, b events.StepDecidedBody) error {
-	if b.Step != len(v.Steps)+1 {
-		return v.errf(e, "step %d decided after %d steps", b.Step, len(v.Steps))
+	n := v.Steps.Len()
+	if b.Step != n+1 {
+		return v.errf(e, "step %d decided after %d steps", b.Step, n)
 	}
-	if last := v.Step(len(v.Steps)); last != nil && last.Observation == nil {
+	if last := v.stepRef(n); last != nil && last.Observation == nil {
 		return v.errf(e, "step %d decided while step %d has no observation", b.Step, last.N)
 	}
-	v.Steps = append(v.Steps, Step{N: b.Step, Decision: b, Decided: e.Time})
+	v.Steps.push(Step{N: b.Step, Decision: b, Decided: e.Time})
 	v.Run.Steps++
 	return nil
 }
 
 func (v *View) step(e events.Event, n int) (*Step, error) {
-	s := v.Step(n)
+	s := v.stepRef(n)
 	if s == nil {
 		return nil, v.errf(e, "no step %d", n)
 	}

@@ -149,8 +149,8 @@ func TestFold_RunCreatedStartsRunning(t *testing.T) {
 	if !v.Run.Created.Equal(base) || !v.Run.Updated.Equal(base) || v.Run.Events != 1 {
 		t.Errorf("created %v updated %v events %d, want %v %v 1", v.Run.Created, v.Run.Updated, v.Run.Events, base, base)
 	}
-	if len(v.Steps) != 0 || len(v.Approvals) != 0 || v.PendingApproval() != nil {
-		t.Errorf("new run: got %d steps, %d approvals", len(v.Steps), len(v.Approvals))
+	if v.Steps.Len() != 0 || len(v.Approvals) != 0 || v.PendingApproval() != nil {
+		t.Errorf("new run: got %d steps, %d approvals", v.Steps.Len(), len(v.Approvals))
 	}
 }
 
@@ -680,7 +680,7 @@ func TestFold_SecondRunCreatedIsRefused(t *testing.T) {
 	}
 	if !reflect.DeepEqual(v, before) {
 		t.Errorf("view changed: got status %s steps %d (%d step rows), want status %s steps %d",
-			v.Run.Status, v.Run.Steps, len(v.Steps), before.Run.Status, before.Run.Steps)
+			v.Run.Status, v.Run.Steps, v.Steps.Len(), before.Run.Status, before.Run.Steps)
 	}
 }
 
@@ -894,8 +894,9 @@ func TestView_CloneIsDeep(t *testing.T) {
 	c.Run.Tools[0].Name = "changed"
 	c.Run.Tools = append(c.Run.Tools[:1], events.ToolSpec{Name: "new"})
 	c.Run.Status, c.Run.Steps, c.Run.Events = projector.Failed, 99, 99
-	for i := range c.Steps {
-		s := &c.Steps[i]
+	steps := c.Steps.Slice()
+	for i := range steps {
+		s := &steps[i]
 		s.Decision.Tool = "changed"
 		if len(s.Decision.ArgsBytes) > 0 {
 			s.Decision.ArgsBytes[0] = 'X'
@@ -916,7 +917,7 @@ func TestView_CloneIsDeep(t *testing.T) {
 			s.Interrupted.Observation.Content = "changed"
 		}
 	}
-	c.Steps = append(c.Steps, projector.Step{N: 3})
+	c.Steps = projector.StepsOf(append(steps, projector.Step{N: 3})...)
 	for i := range c.Approvals {
 		a := &c.Approvals[i]
 		a.State = projector.Expired

@@ -297,21 +297,21 @@ var badEvents = []string{
 }
 
 func drawBadEvent(t *rapid.T, h *history, v projector.View) events.Event {
-	missing := len(v.Steps) + rapid.IntRange(1, 3).Draw(t, "missing step")
+	missing := v.Steps.Len() + rapid.IntRange(1, 3).Draw(t, "missing step")
 	if rapid.Bool().Draw(t, "step zero or below") {
 		missing = -rapid.IntRange(0, 2).Draw(t, "step at or below zero")
 	}
 	switch rapid.SampledFrom(badEvents).Draw(t, "bad") {
 	case "seq behind":
-		e := h.next(events.StepObserved, events.ObservedBody{Step: len(v.Steps), Kind: events.ObsResult})
+		e := h.next(events.StepObserved, events.ObservedBody{Step: v.Steps.Len(), Kind: events.ObsResult})
 		e.Seq = uint64(rapid.IntRange(0, int(v.Run.Events)).Draw(t, "seq"))
 		return e
 	case "seq ahead":
-		e := h.next(events.StepDecided, events.StepDecidedBody{Step: len(v.Steps) + 1, Tool: "read"})
+		e := h.next(events.StepDecided, events.StepDecidedBody{Step: v.Steps.Len() + 1, Tool: "read"})
 		e.Seq += uint64(rapid.IntRange(1, 5).Draw(t, "ahead"))
 		return e
 	case "other run":
-		e := h.next(events.StepDecided, events.StepDecidedBody{Step: len(v.Steps) + 1, Tool: "read"})
+		e := h.next(events.StepDecided, events.StepDecidedBody{Step: v.Steps.Len() + 1, Tool: "read"})
 		e.Run = "other"
 		return e
 	case "policy for a missing step":
@@ -319,19 +319,19 @@ func drawBadEvent(t *rapid.T, h *history, v projector.View) events.Event {
 	case "observation for a missing step":
 		return h.next(events.StepObserved, events.ObservedBody{Step: missing, Kind: events.ObsResult})
 	case "decided out of order":
-		n := len(v.Steps) + 2 + rapid.IntRange(0, 2).Draw(t, "skip")
-		if len(v.Steps) > 0 && rapid.Bool().Draw(t, "behind") {
-			n = rapid.IntRange(0, len(v.Steps)).Draw(t, "decided")
+		n := v.Steps.Len() + 2 + rapid.IntRange(0, 2).Draw(t, "skip")
+		if v.Steps.Len() > 0 && rapid.Bool().Draw(t, "behind") {
+			n = rapid.IntRange(0, v.Steps.Len()).Draw(t, "decided")
 		}
 		return h.next(events.StepDecided, events.StepDecidedBody{Step: n, Tool: "read"})
 	case "consumes a missing approval":
-		return h.next(events.StepPolicy, events.PolicyBody{Step: len(v.Steps), Outcome: projector.Allow, Consumes: "missing"})
+		return h.next(events.StepPolicy, events.PolicyBody{Step: v.Steps.Len(), Outcome: projector.Allow, Consumes: "missing"})
 	case "expires a missing approval":
 		return h.next(events.ApprovalExpired, events.ExpiredBody{Approval: "missing"})
 	case "interrupted missing step":
 		return h.next(events.StepInterrupted, events.InterruptedBody{Step: missing, Resolution: events.ResolvedRerun})
 	case "unknown kind":
-		e := h.next(events.StepObserved, events.ObservedBody{Step: len(v.Steps)})
+		e := h.next(events.StepObserved, events.ObservedBody{Step: v.Steps.Len()})
 		e.Kind = events.Kind(rapid.SampledFrom([]string{"", "step.exploded", "run.created.again"}).Draw(t, "kind"))
 		return e
 	default: // malformed body

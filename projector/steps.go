@@ -7,7 +7,7 @@ import (
 
 // chunk is how many steps share one block of memory. Full blocks are frozen:
 // never written again, so every copy of a view shares them.
-const chunk = 32
+const chunk = 8
 
 // Steps is a run's steps in order, as an immutable value: a copy costs the
 // same whatever the run's length (the frozen blocks are shared, only the

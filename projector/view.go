@@ -122,7 +122,7 @@ type Stray struct {
 // View is a run as its events say it is.
 type View struct {
 	Run       Run
-	Steps     []Step
+	Steps     Steps
 	Approvals []Approval
 	// Strays are decisions waiting to be refused; Refusals every refusal
 	// recorded, in order.
@@ -130,12 +130,21 @@ type View struct {
 	Refusals []events.RefusedBody
 }
 
-// Step returns step n (1-based), or nil.
+// Step returns a copy of step n (1-based), or nil.
 func (v *View) Step(n int) *Step {
-	if n < 1 || n > len(v.Steps) {
+	if n < 1 || n > v.Steps.Len() {
 		return nil
 	}
-	return &v.Steps[n-1]
+	s := v.Steps.At(n - 1)
+	return &s
+}
+
+// stepRef returns step n for the fold to change, or nil.
+func (v *View) stepRef(n int) *Step {
+	if n < 1 || n > v.Steps.Len() {
+		return nil
+	}
+	return v.Steps.mut(n - 1)
 }
 
 // Approval returns the approval with id, or nil.
@@ -160,17 +169,14 @@ func (v *View) PendingApproval() *Approval {
 	return nil
 }
 
-// Clone returns a deep copy of v: changing the copy changes nothing in v.
+// Clone returns a copy of v that shares nothing anyone can change: changing
+// the copy changes nothing in v. It costs the same whatever the run's length
+// (see [Steps]).
 func (v View) Clone() View {
 	c := View{Run: v.Run}
 	c.Run.Input = cloneRaw(v.Run.Input)
 	c.Run.Tools = cloneTools(v.Run.Tools)
-	if v.Steps != nil {
-		c.Steps = make([]Step, len(v.Steps))
-		for i, s := range v.Steps {
-			c.Steps[i] = s.clone()
-		}
-	}
+	c.Steps = v.Steps.clone()
 	if v.Approvals != nil {
 		c.Approvals = make([]Approval, len(v.Approvals))
 		for i, a := range v.Approvals {

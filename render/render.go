@@ -38,9 +38,9 @@ type Turn struct {
 
 // History renders steps in order. A step whose decision carried no call id
 // gets "step-<n>", so every result can name its call.
-func History(steps []projector.Step) []Turn {
-	out := make([]Turn, 0, len(steps))
-	for _, s := range steps {
+func History(steps projector.Steps) []Turn {
+	out := make([]Turn, 0, steps.Len())
+	for s := range steps.All() {
 		id := s.Decision.CallID
 		if id == "" {
 			id = "step-" + strconv.Itoa(s.N)

@@ -18,12 +18,12 @@ func step(n int, tool, args, callID, kind, content string) projector.Step {
 }
 
 func TestHistory_ResultsAttachToTheModelsOwnCalls(t *testing.T) {
-	steps := []projector.Step{
+	steps := projector.StepsOf(
 		step(1, "read", `{"path": "a"}`, "call_A", events.ObsResult, "hello"),
 		step(2, "delete", `{"path":"/"}`, "call_B", events.ObsPolicyDenied, "delete: destructive tool delete"),
 		step(3, "read", `{"path":`, "", events.ObsInvalidDecision, "json at byte 8: unexpected end"),
 		step(4, "send", `{}`, "call_D", "", ""),
-	}
+	)
 	got := render.History(steps)
 	if len(got) != 4 {
 		t.Fatalf("got %d turns, want 4", len(got))
@@ -48,7 +48,7 @@ func TestHistory_ResultsAttachToTheModelsOwnCalls(t *testing.T) {
 func TestHistory_TruncatedResultSaysSo(t *testing.T) {
 	s := step(1, "read", `{}`, "c", events.ObsResult, "abc")
 	s.Observation.Truncated = true
-	got := render.History([]projector.Step{s})
+	got := render.History(projector.StepsOf(s))
 	if !strings.HasSuffix(got[0].Result.Content, "[output truncated]") {
 		t.Errorf("got %q, want a truncation note", got[0].Result.Content)
 	}

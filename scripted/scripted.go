@@ -22,7 +22,7 @@ var _ driver.Agent = Agent{}
 // Decide returns the decision for the next step, or an error when the script
 // has none left.
 func (a Agent) Decide(_ context.Context, in driver.StepInput) (driver.Decision, error) {
-	n := len(in.Steps)
+	n := in.Steps.Len()
 	if n >= len(a.Decisions) {
 		return driver.Decision{}, fmt.Errorf("script exhausted after %d decisions", len(a.Decisions))
 	}

@@ -217,8 +217,8 @@ func TestCheckPolicy_RefusedNeverReachesPolicy(t *testing.T) {
 	if req.Run != "checkpolicy" || req.Step != 1 || req.Tool.Name != "read_file" || req.Tool.Hash == "" {
 		t.Errorf("got request run %q step %d tool %q hash %q, want run checkpolicy step 1 tool read_file with its hash", req.Run, req.Step, req.Tool.Name, req.Tool.Hash)
 	}
-	if view.Run.Status != projector.Running || len(view.Run.Tools) != 4 || len(view.Steps) != 0 {
-		t.Errorf("got default view status %s with %d tools and %d steps, want RUNNING with 4 tools and no steps", view.Run.Status, len(view.Run.Tools), len(view.Steps))
+	if view.Run.Status != projector.Running || len(view.Run.Tools) != 4 || view.Steps.Len() != 0 {
+		t.Errorf("got default view status %s with %d tools and %d steps, want RUNNING with 4 tools and no steps", view.Run.Status, len(view.Run.Tools), view.Steps.Len())
 	}
 }
 

@@ -137,7 +137,7 @@ func runShow(ctx context.Context, args []string, out io.Writer) error {
 	if r.Result != "" {
 		fmt.Fprintf(out, "  result: %s\n", r.Result)
 	}
-	for _, s := range v.Steps {
+	for s := range v.Steps.All() {
 		line := fmt.Sprintf("  step %d: %s %s", s.N, s.Decision.Tool, clip(string(s.Decision.RawArgs()), 60))
 		if s.Policy != nil {
 			line += fmt.Sprintf(" -> %s (%s)", s.Policy.Outcome, s.Policy.Reason)
