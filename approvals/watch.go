@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/arbiter-run/arbiter/events"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -16,6 +18,10 @@ type Notice struct {
 	Subject   string
 	Stream    string
 	StreamSeq uint64
+	// Err is set when the stored message cannot be trusted: it does not
+	// decode, or it is stored on a subject its kind does not belong on
+	// (see [events.Log.CheckSubject]). Report it; never act on it.
+	Err error
 }
 
 // Watch calls fn for every approval event of every run (requested, granted,
@@ -49,7 +55,7 @@ func Watch(ctx context.Context, log *events.Log, durable string, fn func(Notice)
 		if err != nil {
 			return fmt.Errorf("watch approvals on %s: %w", stream, err)
 		}
-		go func() { errc <- consume(ctx, cons, stream, durable != "", fn) }()
+		go func() { errc <- consume(ctx, log, cons, stream, durable != "", fn) }()
 	}
 	for range filters {
 		if err := <-errc; err != nil && !errors.Is(err, context.Canceled) {
@@ -63,39 +69,58 @@ func Watch(ctx context.Context, log *events.Log, durable string, fn func(Notice)
 	return nil
 }
 
-func consume(ctx context.Context, cons jetstream.Consumer, stream string, ack bool, fn func(Notice) error) error {
-	it, err := cons.Messages()
-	if err != nil {
-		return fmt.Errorf("watch approvals on %s: %w", stream, err)
+func consume(ctx context.Context, log *events.Log, cons jetstream.Consumer, stream string, durable bool, fn func(Notice) error) error {
+	next := func() (jetstream.Msg, error) { return cons.Next(jetstream.FetchMaxWait(time.Second)) }
+	if !durable {
+		it, err := cons.Messages()
+		if err != nil {
+			return fmt.Errorf("watch approvals on %s: %w", stream, err)
+		}
+		defer it.Stop()
+		go func() { <-ctx.Done(); it.Stop() }()
+		next = func() (jetstream.Msg, error) { return it.Next() }
 	}
-	defer it.Stop()
-	go func() { <-ctx.Done(); it.Stop() }()
 	for {
-		m, err := it.Next()
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
+		// A durable watcher takes one message at a time, so a message its
+		// handler refused is redelivered at once, not after AckWait.
+		m, err := next()
+		switch {
+		case ctx.Err() != nil:
+			return nil
+		case durable && errors.Is(err, nats.ErrTimeout):
+			continue
+		case err != nil:
 			return fmt.Errorf("watch approvals on %s: %w", stream, err)
 		}
-		ev, err := events.Decode(m.Data())
-		if err != nil {
-			return fmt.Errorf("watch approvals on %s: %w", stream, err)
-		}
-		md, err := m.Metadata()
-		if err != nil {
-			return fmt.Errorf("watch approvals on %s: %w", stream, err)
-		}
-		if err := fn(Notice{Event: ev, Subject: m.Subject(), Stream: stream, StreamSeq: md.Sequence.Stream}); err != nil {
-			if ack {
+		n := notice(log, m, stream)
+		if err := fn(n); err != nil {
+			if durable {
 				_ = m.Nak()
 			}
 			return err
 		}
-		if ack {
-			if err := m.DoubleAck(ctx); err != nil && ctx.Err() == nil {
+		if durable {
+			// Ack even when fn has just cancelled the watch: the event was
+			// handled.
+			actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			err := m.DoubleAck(actx)
+			cancel()
+			if err != nil && ctx.Err() == nil {
 				return fmt.Errorf("watch approvals on %s: ack: %w", stream, err)
 			}
 		}
 	}
+}
+
+func notice(log *events.Log, m jetstream.Msg, stream string) Notice {
+	n := Notice{Subject: m.Subject(), Stream: stream}
+	if md, err := m.Metadata(); err == nil {
+		n.StreamSeq = md.Sequence.Stream
+	}
+	ev, err := events.Decode(m.Data())
+	if err == nil {
+		err = log.CheckSubject(m.Subject(), ev)
+	}
+	n.Event, n.Err = ev, err
+	return n
 }

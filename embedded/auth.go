@@ -7,15 +7,19 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 )
 
 // Subjects names what the permissions below cover. The zero value takes
-// Arbiter's defaults.
+// Arbiter's defaults; Shards must match the log's.
 type Subjects struct {
 	RunPrefix  string // default "arb.run"
+	RunStream  string // base name of the runs streams, default "ARB_RUNS"
+	Shards     int    // default 1
 	WorkPrefix string // default "arb.work"
 	KVBucket   string // default "ARB_VIEWS"
 }
@@ -23,6 +27,12 @@ type Subjects struct {
 func (s Subjects) withDefaults() Subjects {
 	if s.RunPrefix == "" {
 		s.RunPrefix = "arb.run"
+	}
+	if s.RunStream == "" {
+		s.RunStream = "ARB_RUNS"
+	}
+	if s.Shards == 0 {
+		s.Shards = 1
 	}
 	if s.WorkPrefix == "" {
 		s.WorkPrefix = "arb.work"
@@ -33,47 +43,63 @@ func (s Subjects) withDefaults() Subjects {
 	return s
 }
 
+// Inbox prefixes: each user receives replies only on its own, so one user
+// can never answer another's requests.
+const (
+	WorkerInbox   = "_INBOX_worker"
+	OperatorInbox = "_INBOX_operator"
+)
+
 // WorkerPermissions lets a worker do everything a worker does (append run
 // events, use the JetStream API, the work queue and the snapshot bucket)
-// except publish an operator's decision: approval.granted and
-// approval.denied are denied on every run, at any shard depth.
+// except publish an operator's decision. It receives replies on
+// [WorkerInbox] only: a worker connects with
+// nats.CustomInboxPrefix(WorkerInbox).
 func WorkerPermissions(s Subjects) *server.Permissions {
 	s = s.withDefaults()
 	return &server.Permissions{
 		Publish: &server.SubjectPermission{
-			Allow: []string{s.RunPrefix + ".>", s.WorkPrefix + ".>", "$JS.API.>", "$JS.ACK.>", "$KV." + s.KVBucket + ".>", "_INBOX.>"},
+			Allow: []string{s.RunPrefix + ".>", s.WorkPrefix + ".>", "$JS.API.>", "$JS.ACK.>", "$KV." + s.KVBucket + ".>"},
 			Deny:  decisionSubjects(s),
 		},
-		Subscribe: &server.SubjectPermission{Allow: []string{"_INBOX.>", "$JS.>"}},
+		Subscribe: &server.SubjectPermission{Allow: []string{WorkerInbox + ".>"}},
 	}
 }
 
-// OperatorPermissions lets an operator read runs (stream info, direct and
-// message gets, consumers for watching), publish approval decisions, and
-// nudge the work queue, and nothing else: no other run event, no stream
-// management.
+// OperatorPermissions lets an operator read the runs streams (info, message
+// and direct gets, its own consumers for watching), publish approval
+// decisions, and nudge the work queue, and nothing else: no other run event,
+// no stream management, nothing on the work queue's consumer. It receives
+// replies on [OperatorInbox] only.
 func OperatorPermissions(s Subjects) *server.Permissions {
 	s = s.withDefaults()
+	allow := append(decisionSubjects(s), s.WorkPrefix+".*", "$JS.API.INFO")
+	for k := 0; k < s.Shards; k++ {
+		st := s.RunStream + "_" + strconv.Itoa(k)
+		allow = append(allow,
+			"$JS.API.STREAM.INFO."+st, "$JS.API.STREAM.MSG.GET."+st,
+			"$JS.API.DIRECT.GET."+st, "$JS.API.DIRECT.GET."+st+".>",
+			"$JS.API.CONSUMER.CREATE."+st+".>", "$JS.API.CONSUMER.CREATE."+st,
+			"$JS.API.CONSUMER.DURABLE.CREATE."+st+".>", "$JS.API.CONSUMER.INFO."+st+".>",
+			"$JS.API.CONSUMER.MSG.NEXT."+st+".>", "$JS.API.CONSUMER.DELETE."+st+".>",
+			"$JS.ACK."+st+".>")
+	}
 	return &server.Permissions{
-		Publish: &server.SubjectPermission{
-			Allow: append(decisionSubjects(s),
-				s.WorkPrefix+".*",
-				"$JS.API.INFO", "$JS.API.STREAM.INFO.>", "$JS.API.STREAM.MSG.GET.>", "$JS.API.DIRECT.GET.>",
-				"$JS.API.CONSUMER.CREATE.>", "$JS.API.CONSUMER.DURABLE.CREATE.>", "$JS.API.CONSUMER.INFO.>",
-				"$JS.API.CONSUMER.MSG.NEXT.>", "$JS.ACK.>", "_INBOX.>"),
-		},
-		Subscribe: &server.SubjectPermission{Allow: []string{"_INBOX.>", "$JS.>"}},
+		Publish:   &server.SubjectPermission{Allow: allow},
+		Subscribe: &server.SubjectPermission{Allow: []string{OperatorInbox + ".>"}},
 	}
 }
 
+// decisionSubjects are the subjects of operator decisions on every run, at
+// the depth the log's shard count gives them: <prefix>.<run>.<kind> with one
+// shard, <prefix>.<k>.<run>.<kind> with more. Only that depth: the other
+// would let an operator write inside a run's fence filter.
 func decisionSubjects(s Subjects) []string {
-	// With one shard a run subject is <prefix>.<run>.<kind>; with more,
-	// <prefix>.<k>.<run>.<kind>. Cover both.
-	var out []string
-	for _, k := range []string{"approval.granted", "approval.denied"} {
-		out = append(out, s.RunPrefix+".*."+k, s.RunPrefix+".*.*."+k)
+	run := s.RunPrefix + ".*"
+	if s.Shards > 1 {
+		run = s.RunPrefix + ".*.*"
 	}
-	return out
+	return []string{run + ".approval.granted", run + ".approval.denied"}
 }
 
 // Credentials are the passwords of the worker and operator users the
@@ -126,4 +152,10 @@ func (c Credentials) Users(s Subjects) []*server.User {
 		{Username: "worker", Password: c.Worker, Permissions: WorkerPermissions(s)},
 		{Username: "operator", Password: c.Operator, Permissions: OperatorPermissions(s)},
 	}
+}
+
+// InboxOption is the connect option that makes user's client receive
+// replies on the inbox its permissions allow ("worker" or "operator").
+func InboxOption(user string) nats.Option {
+	return nats.CustomInboxPrefix("_INBOX_" + user)
 }

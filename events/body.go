@@ -15,7 +15,7 @@ const (
 
 // ToolSpec is a tool as recorded in a run: what the policy saw of it. Hash is
 // the SHA-256 (hex) of the spec's other fields in PolicyJSON form (see
-// [HashToolSpec]); an approval binds it, so a changed spec cannot inherit an
+// driver.SpecHash); an approval binds it, so a changed spec cannot inherit an
 // old approval.
 type ToolSpec struct {
 	Name        string          `json:"name"`

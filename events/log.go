@@ -154,6 +154,18 @@ func (l *Log) RunFilter(run string) string {
 	return l.shardPrefix(l.Shard(run)) + "." + run + ".>"
 }
 
+// CheckSubject reports whether e was stored on the subject its run and kind
+// belong on. NATS permissions restrict who may publish on which subject, so
+// an event whose kind does not match its subject (a run.finished smuggled
+// onto an approval.granted subject) must not be believed. The error wraps
+// [ErrBrokenChain].
+func (l *Log) CheckSubject(subject string, e Event) error {
+	if want := l.Subject(e.Run, e.Kind); subject != want {
+		return fmt.Errorf("%w: event %s (%s of run %s) stored on %s, not %s", ErrBrokenChain, e.ID, e.Kind, e.Run, subject, want)
+	}
+	return nil
+}
+
 // KindFilter returns the subject filter matching every event of kind k of
 // every run on shard.
 func (l *Log) KindFilter(shard int, k Kind) string {
@@ -281,6 +293,9 @@ func (l *Log) Tail(ctx context.Context, run string) (Tail, error) {
 	}
 	e, err := Decode(m.Data)
 	if err != nil {
+		return Tail{}, fmt.Errorf("tail of run %s: %w", run, err)
+	}
+	if err := l.CheckSubject(m.Subject, e); err != nil {
 		return Tail{}, fmt.Errorf("tail of run %s: %w", run, err)
 	}
 	return Tail{Seq: m.Sequence, Count: e.Seq, Hash: Hash(m.Data)}, nil

@@ -77,6 +77,9 @@ func (l *Log) chained(run, stream string, m *jetstream.RawStreamMsg, seq uint64,
 	if err != nil {
 		return Record{}, fmt.Errorf("read run %s at stream seq %d: %w", run, m.Sequence, err)
 	}
+	if err := l.CheckSubject(m.Subject, e); err != nil {
+		return Record{}, fmt.Errorf("read run %s: %w", run, &ChainError{Index: int(seq - 1), Seq: e.Seq, EventID: e.ID, Reason: err.Error()})
+	}
 	if e.Run != run || e.Seq != seq || e.Prev != prev {
 		return Record{}, fmt.Errorf("read run %s: %w", run, &ChainError{
 			Index: int(seq - 1), Seq: e.Seq, EventID: e.ID,

@@ -10,7 +10,7 @@ import (
 // NeedApproval builds a require_approval decision. capability says exactly
 // what would be authorised, presentation what the operator is shown; both
 // are marshalled to JSON here, so a value that will not marshal is an error
-// in the policy rather than a corrupt approval. nil becomes {}. A
+// in the policy rather than a corrupt approval. nil (typed nil included) becomes {}. A
 // json.RawMessage (or []byte) is taken as JSON and held to the boundary of
 // [jsonform.Check].
 func NeedApproval(kind, reason string, capability, presentation any) (Decision, error) {
@@ -40,5 +40,10 @@ func approvalJSON(v any) (json.RawMessage, error) {
 	case []byte:
 		return jsonform.PolicyJSON(x)
 	}
-	return jsonform.Marshal(v)
+	b, err := jsonform.Marshal(v)
+	if err == nil && string(b) == "null" {
+		// A typed nil (nil map, slice or pointer) is no value, like nil.
+		return json.RawMessage(`{}`), nil
+	}
+	return b, err
 }

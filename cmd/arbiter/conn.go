@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/arbiter-run/arbiter/embedded"
 	"github.com/arbiter-run/arbiter/events"
 	"github.com/arbiter-run/arbiter/fleet"
 	"github.com/nats-io/nats.go"
@@ -50,7 +51,7 @@ func (c *conn) open(ctx context.Context) error {
 		}
 	}
 	if c.user != "" {
-		opts = append(opts, nats.UserInfo(c.user, c.password))
+		opts = append(opts, nats.UserInfo(c.user, c.password), embedded.InboxOption(c.user))
 	}
 	if c.creds != "" {
 		opts = append(opts, nats.UserCredentials(c.creds))

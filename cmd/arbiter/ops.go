@@ -201,11 +201,14 @@ func runApprovals(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	n := 0
+	n, unreadable := 0, 0
 	for _, id := range ids {
 		v, _, _, err := fold(ctx, c.log, id)
 		if err != nil {
-			return err
+			// One broken run must not hide the others' approvals.
+			fmt.Fprintf(out, "run %s: UNREADABLE: %v\n", id, err)
+			unreadable++
+			continue
 		}
 		if a := v.PendingApproval(); a != nil && a.State == projector.Pending && v.Run.Status == projector.Waiting {
 			fmt.Fprintf(out, "run %s:\n", id)
@@ -214,6 +217,9 @@ func runApprovals(ctx context.Context, args []string, out io.Writer) error {
 		}
 	}
 	fmt.Fprintf(out, "%d approval(s) waiting\n", n)
+	if unreadable > 0 {
+		return fmt.Errorf("%d run(s) with approvals could not be read (their events do not verify); nothing of them will execute", unreadable)
+	}
 	return nil
 }
 

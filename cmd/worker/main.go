@@ -189,7 +189,7 @@ func connect(f flags, logger *slog.Logger) (*nats.Conn, func(), error) {
 	if f.natsURL != "" {
 		opts := []nats.Option{nats.Name("arbiter-worker"), nats.MaxReconnects(-1)}
 		if f.user != "" {
-			opts = append(opts, nats.UserInfo(f.user, f.password))
+			opts = append(opts, nats.UserInfo(f.user, f.password), embedded.InboxOption(f.user))
 		}
 		if f.creds != "" {
 			opts = append(opts, nats.UserCredentials(f.creds))
@@ -218,7 +218,7 @@ func connect(f flags, logger *slog.Logger) (*nats.Conn, func(), error) {
 			return nil, nil, err
 		}
 		ec.Users = creds.Users(embedded.Subjects{})
-		opts = append(opts, nats.UserInfo("worker", creds.Worker))
+		opts = append(opts, nats.UserInfo("worker", creds.Worker), embedded.InboxOption("worker"))
 	}
 	srv, err := embedded.Start(ec)
 	if err != nil {

@@ -1,0 +1,128 @@
+package policy_test
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/arbiter-run/arbiter/events"
+	"github.com/arbiter-run/arbiter/policy"
+	"github.com/arbiter-run/arbiter/projector"
+)
+
+func request(class string) policy.Request {
+	return policy.Request{
+		Run: "run-1", Step: 1,
+		Tool: events.ToolSpec{Name: "send", SideEffect: class, Schema: json.RawMessage(`{"type":"object"}`), Hash: "h"},
+		Args: json.RawMessage(`{"body":"a && b","to":"ops"}`),
+	}
+}
+
+func TestSideEffectPolicy_DefaultMapsEachClass(t *testing.T) {
+	tests := []struct {
+		class string
+		want  policy.Outcome
+	}{
+		{events.ReadOnly, policy.Allow},
+		{events.LocalMutation, policy.Allow},
+		{events.RemoteMutation, policy.RequireApproval},
+		{events.Destructive, policy.Deny},
+	}
+	p := policy.DefaultSideEffects()
+	for _, tt := range tests {
+		t.Run(tt.class, func(t *testing.T) {
+			dec, err := p.Evaluate(t.Context(), request(tt.class), projector.View{})
+			if err != nil {
+				t.Fatalf("Evaluate: %v", err)
+			}
+			if dec.Outcome != tt.want {
+				t.Errorf("outcome for %s = %q, want %q", tt.class, dec.Outcome, tt.want)
+			}
+			if dec.Reason == "" {
+				t.Errorf("outcome for %s has no reason", tt.class)
+			}
+			if got := dec.Approval != nil; got != (tt.want == policy.RequireApproval) {
+				t.Errorf("approval present = %v for %s, want %v", got, tt.class, !got)
+			}
+		})
+	}
+}
+
+func TestSideEffectPolicy_UnknownClassDenied(t *testing.T) {
+	for _, class := range []string{"", "remote", "READ_ONLY", "read_only "} {
+		dec, err := policy.DefaultSideEffects().Evaluate(t.Context(), request(class), projector.View{})
+		if err != nil {
+			t.Fatalf("Evaluate(%q): %v", class, err)
+		}
+		if dec.Outcome != policy.Deny {
+			t.Errorf("outcome for class %q = %q, want %q", class, dec.Outcome, policy.Deny)
+		}
+	}
+}
+
+// TestSideEffectPolicy_MissingEntryDenied: a custom map that leaves a class
+// out denies it; it never falls open.
+func TestSideEffectPolicy_MissingEntryDenied(t *testing.T) {
+	p := policy.SideEffectPolicy{events.ReadOnly: policy.Allow}
+	for _, class := range []string{events.LocalMutation, events.RemoteMutation, events.Destructive} {
+		dec, err := p.Evaluate(t.Context(), request(class), projector.View{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if dec.Outcome != policy.Deny {
+			t.Errorf("outcome for unmapped %s = %q, want %q", class, dec.Outcome, policy.Deny)
+		}
+	}
+	var empty policy.SideEffectPolicy
+	dec, err := empty.Evaluate(t.Context(), request(events.ReadOnly), projector.View{})
+	if err != nil || dec.Outcome != policy.Deny {
+		t.Errorf("nil SideEffectPolicy = %q, %v, want %q", dec.Outcome, err, policy.Deny)
+	}
+}
+
+func TestSideEffectPolicy_CustomMapping(t *testing.T) {
+	p := policy.SideEffectPolicy{events.Destructive: policy.Abort, events.ReadOnly: policy.RequireApproval}
+	dec, err := p.Evaluate(t.Context(), request(events.Destructive), projector.View{})
+	if err != nil || dec.Outcome != policy.Abort {
+		t.Errorf("destructive under a custom map = %q, %v, want %q", dec.Outcome, err, policy.Abort)
+	}
+	dec, err = p.Evaluate(t.Context(), request(events.ReadOnly), projector.View{})
+	if err != nil || dec.Outcome != policy.RequireApproval || dec.Approval == nil || dec.Approval.Kind != events.ReadOnly {
+		t.Errorf("read_only under a custom map = %+v, %v, want require_approval of kind read_only", dec, err)
+	}
+}
+
+// TestSideEffectPolicy_ApprovalBindsTheExactRequest: the approval asks for
+// the class as its kind, and its capability and presentation are the tool
+// and the PolicyJSON arguments.
+func TestSideEffectPolicy_ApprovalBindsTheExactRequest(t *testing.T) {
+	dec, err := policy.DefaultSideEffects().Evaluate(t.Context(), request(events.RemoteMutation), projector.View{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := dec.Approval
+	if a.Kind != events.RemoteMutation {
+		t.Errorf("kind = %q, want %q", a.Kind, events.RemoteMutation)
+	}
+	want := `{"args":{"body":"a && b","to":"ops"},"tool":"send"}`
+	if got := string(a.Capability); got != want {
+		t.Errorf("capability = %s, want %s", got, want)
+	}
+	if got := string(a.Presentation); got != want {
+		t.Errorf("presentation = %s, want %s", got, want)
+	}
+	other := request(events.RemoteMutation)
+	other.Args = json.RawMessage(`{"body":"a && b","to":"all"}`)
+	dec2, err := policy.DefaultSideEffects().Evaluate(t.Context(), other, projector.View{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(dec2.Approval.Capability) == string(a.Capability) {
+		t.Errorf("capability %s is the same for different arguments", a.Capability)
+	}
+}
+
+func TestSideEffectPolicy_HasNoID(t *testing.T) {
+	if got := policy.ID(policy.DefaultSideEffects()); got != "" {
+		t.Errorf("ID(SideEffectPolicy) = %q, want \"\" (wrap it with WithID)", got)
+	}
+}
