@@ -17,7 +17,7 @@ func Check(ops Operators, run string, a *projector.Approval) error {
 	}
 	d := a.Decision
 	if d == nil || (a.State != projector.Granted && a.State != projector.Denied) {
-		return fmt.Errorf("approval %s: %w (state %s)", a.ID, ErrNotPending, a.State)
+		return fmt.Errorf("approval %s: no decision to act on (it is %s): %w", a.ID, a.State, ErrNotPending)
 	}
 	if err := Verify(ops, run, *d); err != nil {
 		return fmt.Errorf("approval %s: %w", a.ID, err)
