@@ -3,8 +3,6 @@ package driver
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -138,17 +136,14 @@ func Compile(t Tool) (*CompiledTool, error) {
 	return &CompiledTool{Tool: t, Spec: s, Record: rec, schema: sch}, nil
 }
 
-// SpecHash is the hex SHA-256 of a recorded spec's fields (its Hash field
-// excluded) in PolicyJSON form.
+// SpecHash is [events.HashToolSpec] for a spec already held to the JSON
+// boundary (as every compiled tool's is), so it cannot fail.
 func SpecHash(s events.ToolSpec) string {
-	s.Hash = ""
-	b, err := jsonform.Marshal(s)
+	h, err := events.HashToolSpec(s)
 	if err != nil {
-		// A spec whose schema passed PolicyJSON always marshals.
-		panic(fmt.Sprintf("hash tool spec %s: %v", s.Name, err))
+		panic(err)
 	}
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:])
+	return h
 }
 
 var printer = message.NewPrinter(language.English)

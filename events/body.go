@@ -1,8 +1,13 @@
 package events
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"time"
+
+	"github.com/arbiter-run/arbiter/jsonform"
 )
 
 // Side-effect classes a tool declares when it is registered.
@@ -15,7 +20,7 @@ const (
 
 // ToolSpec is a tool as recorded in a run: what the policy saw of it. Hash is
 // the SHA-256 (hex) of the spec's other fields in PolicyJSON form (see
-// driver.SpecHash); an approval binds it, so a changed spec cannot inherit an
+// [HashToolSpec]); an approval binds it, so a changed spec cannot inherit an
 // old approval.
 type ToolSpec struct {
 	Name        string          `json:"name"`
@@ -196,4 +201,17 @@ type EndBody struct {
 	Detail string `json:"detail,omitempty"`
 	// Result is the terminal tool's result, for a finished run.
 	Result string `json:"result,omitempty"`
+}
+
+// HashToolSpec returns the hash a recorded spec carries: the hex SHA-256 of
+// its fields, Hash excluded, in PolicyJSON form. It fails only for a schema
+// that is not boundary-clean JSON.
+func HashToolSpec(s ToolSpec) (string, error) {
+	s.Hash = ""
+	b, err := jsonform.Marshal(s)
+	if err != nil {
+		return "", fmt.Errorf("hash tool spec %s: %w", s.Name, err)
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:]), nil
 }

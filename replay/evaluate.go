@@ -1,0 +1,309 @@
+package replay
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/arbiter-run/arbiter/approvals"
+	"github.com/arbiter-run/arbiter/events"
+	"github.com/arbiter-run/arbiter/jsonform"
+	"github.com/arbiter-run/arbiter/policy"
+	"github.com/arbiter-run/arbiter/projector"
+)
+
+// evaluation re-checks one recorded policy result (step.policy or
+// approval.requested). The view the policy saw is st's view as it stands
+// before e is folded: the driver hands the policy a copy of its view, which
+// is the fold of every event of the run before the one recording the answer
+// (its append is fenced on that tail).
+func (c *checker) evaluation(ctx context.Context, st *runState, e events.Event, seq uint64, report bool) error {
+	b, err := events.DecodeBody[events.PolicyBody](e)
+	if err != nil {
+		c.fold(st, e, seq) // does not fold either: the run breaks there
+		return nil
+	}
+	spec, known := st.specs[b.ToolHash]
+	tool := spec.Name
+	if !known {
+		if last, ok := st.view.Steps.Last(); ok {
+			tool = last.Decision.Tool
+		}
+	}
+	var res *Result
+	if report && c.inSelection(seq, e) && (c.tool == "" || tool == c.tool) {
+		res = c.recheck(ctx, st, e, seq, b, tool, spec, known)
+	}
+	if c.fold(st, e, seq); st.broken != "" {
+		return nil // reported not checkable by the caller
+	}
+	st.pending = res
+	return nil
+}
+
+// recheck builds the result of recorded evaluation b (of event e, stored at
+// seq) against st's view before e is folded.
+func (c *checker) recheck(ctx context.Context, st *runState, e events.Event, seq uint64, b events.PolicyBody, tool string, spec events.ToolSpec, known bool) *Result {
+	res := &Result{
+		Run: e.Run, Step: b.Step, StreamSeq: seq, Event: e.ID, Kind: e.Kind, Time: e.Time, Tool: tool,
+		PolicyID: b.PolicyID, Resume: b.Resume, Consumes: b.Consumes,
+		Recorded: Decision{Outcome: b.Outcome, Reason: b.Reason, Approval: recordedApproval(b.Approval)},
+	}
+	var grantHash string
+	if b.Consumes != "" {
+		if a := st.view.Approval(b.Consumes); a != nil {
+			grantHash = a.Hash
+			if b.Outcome == projector.RequireApproval {
+				res.Recorded.Approval = recordedApproval(&a.ApprovalRequest)
+			}
+		}
+		if why, bad := st.invalid[b.Consumes]; bad {
+			res.GrantProblem = why
+		}
+	}
+	switch {
+	case b.Origin == events.OriginRecovery:
+		notCheckable(res, Recovery, "raised by the runtime (recovery) for an interrupted call, not by a policy")
+	case b.PolicyID == "":
+		notCheckable(res, NoRecordedID, "recorded by a policy with no id")
+	case c.against == "":
+		notCheckable(res, NoCheckingID, "checking policy has no id (name it, or name the recorded one as the baseline)")
+	case b.PolicyID != c.against:
+		notCheckable(res, OtherPolicy, fmt.Sprintf("recorded by policy id %q, checking %q", b.PolicyID, c.against))
+	case st.bad[b.ToolHash]:
+		notCheckable(res, SpecNotRecorded, fmt.Sprintf("tool spec %s recorded with content that does not hash to it", short(b.ToolHash)))
+	case !known:
+		notCheckable(res, SpecNotRecorded, fmt.Sprintf("tool spec %s not recorded", short(b.ToolHash)))
+	default:
+		req := policy.Request{Run: e.Run, Step: b.Step, Tool: spec, Args: b.Args}
+		rep := c.replay(ctx, req, policyView(st.view))
+		res.Replayed = &rep
+		res.Verdict, res.Change = compare(res.Recorded, rep, grantHash)
+	}
+	return res
+}
+
+// policyView is the copy of v a policy is handed: everything it could
+// change through the view is copied, but the steps are shared, because
+// [projector.Steps] hands out nothing but copies (the fold alone changes
+// them, and only after the policy has returned). Copying the steps, as
+// [projector.View.Clone] does, was a quarter of the cost of a check.
+func policyView(v projector.View) projector.View {
+	c := v
+	c.Run.Input = slices.Clone(v.Run.Input)
+	c.Run.Tools = slices.Clone(v.Run.Tools)
+	for i := range c.Run.Tools {
+		c.Run.Tools[i].Schema = slices.Clone(c.Run.Tools[i].Schema)
+	}
+	if v.Approvals != nil {
+		c.Approvals = make([]projector.Approval, len(v.Approvals))
+		for i, a := range v.Approvals {
+			a.Capability, a.Presentation = slices.Clone(a.Capability), slices.Clone(a.Presentation)
+			if a.ExpiresAt != nil {
+				t := *a.ExpiresAt
+				a.ExpiresAt = &t
+			}
+			if a.Decision != nil {
+				d := *a.Decision
+				a.Decision = &d
+			}
+			c.Approvals[i] = a
+		}
+	}
+	c.Strays = slices.Clone(v.Strays)
+	c.Refusals = slices.Clone(v.Refusals)
+	return c
+}
+
+func notCheckable(res *Result, cause Cause, reason string) {
+	res.Verdict, res.Change, res.Cause, res.Reason, res.Replayed = NotCheckable, "", cause, reason, nil
+}
+
+func short(h string) string {
+	if len(h) > 12 {
+		return h[:12]
+	}
+	if h == "" {
+		return `""`
+	}
+	return h
+}
+
+func recordedApproval(a *events.ApprovalRequest) *Approval {
+	if a == nil {
+		return nil
+	}
+	return &Approval{Kind: a.Kind, Capability: a.Capability, Presentation: a.Presentation, Hash: a.Hash}
+}
+
+// replay asks the policy again and turns its answer into what the runtime
+// would record: an approval held to PolicyJSON and hashed over the recorded
+// request, or an error for anything the runtime would fail the run on.
+func (c *checker) replay(ctx context.Context, req policy.Request, view projector.View) Decision {
+	dec, err := evaluate(ctx, c.policy, req.Copy(), view)
+	if err != nil {
+		return Decision{Outcome: OutcomeError, Reason: err.Error()}
+	}
+	switch dec.Outcome {
+	case policy.Allow, policy.Deny, policy.Abort:
+		return Decision{Outcome: string(dec.Outcome), Reason: dec.Reason}
+	case policy.RequireApproval:
+		a := dec.Approval
+		if a == nil || a.Kind == "" {
+			return Decision{Outcome: OutcomeError, Reason: "asked for approval without naming its kind"}
+		}
+		capability, err := boundaryJSON(a.Capability)
+		if err != nil {
+			return Decision{Outcome: OutcomeError, Reason: fmt.Sprintf("approval %q capability: %v", a.Kind, err)}
+		}
+		presentation, err := boundaryJSON(a.Presentation)
+		if err != nil {
+			return Decision{Outcome: OutcomeError, Reason: fmt.Sprintf("approval %q presentation: %v", a.Kind, err)}
+		}
+		return Decision{Outcome: string(dec.Outcome), Reason: dec.Reason, Approval: &Approval{
+			Kind: a.Kind, Capability: capability, Presentation: presentation,
+			Hash: approvals.Hash(a.Kind, capability, presentation, req.Tool, req.Args),
+		}}
+	}
+	return Decision{Outcome: OutcomeError, Reason: fmt.Sprintf("outcome %q (want allow, deny, abort or require_approval)", dec.Outcome)}
+}
+
+// evaluate calls p, turning a panic into an error: one bad evaluation must
+// not end an audit.
+func evaluate(ctx context.Context, p policy.Policy, req policy.Request, view projector.View) (dec policy.Decision, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("policy panicked: %v", r)
+		}
+	}()
+	return p.Evaluate(ctx, req, view)
+}
+
+func boundaryJSON(b json.RawMessage) (json.RawMessage, error) {
+	if b == nil {
+		return json.RawMessage(`{}`), nil
+	}
+	return jsonform.PolicyJSON(b)
+}
+
+// compare says whether rep decides as rec did and, if not, which way it
+// moves. grantHash is the hash of the grant a resume evaluation was given
+// (""): a require_approval with exactly that hash runs the call, as an allow
+// does.
+func compare(rec, rep Decision, grantHash string) (Verdict, Change) {
+	if rec.Outcome == rep.Outcome && rec.Reason == rep.Reason && approvalHash(rec) == approvalHash(rep) {
+		return Same, ""
+	}
+	a, b := rank(rec, grantHash), rank(rep, grantHash)
+	switch {
+	case b > a:
+		return Different, Widens
+	case b < a:
+		return Different, Narrows
+	}
+	return Different, Changed
+}
+
+func approvalHash(d Decision) string {
+	if d.Outcome != projector.RequireApproval || d.Approval == nil {
+		return ""
+	}
+	return d.Approval.Hash
+}
+
+// rank orders outcomes by how much they let through: the call runs (2), runs
+// if a person says so (1), does not run (0).
+func rank(d Decision, grantHash string) int {
+	switch d.Outcome {
+	case projector.Allow:
+		return 2
+	case projector.RequireApproval:
+		if grantHash != "" && approvalHash(d) == grantHash {
+			return 2
+		}
+		return 1
+	}
+	return 0
+}
+
+// decision verifies a recorded operator decision against the approval it
+// names, as the run stood before it, and folds it.
+func (c *checker) decision(st *runState, e events.Event, seq uint64, report bool) error {
+	d, err := events.DecodeBody[events.DecisionBody](e)
+	if err != nil {
+		c.fold(st, e, seq) // does not fold either: the run breaks there
+		return nil
+	}
+	a := st.view.Approval(d.Approval)
+	g := GrantResult{
+		Run: e.Run, StreamSeq: seq, Event: e.ID, Time: e.Time, Approval: d.Approval,
+		Decision: d.Decision, Operator: d.Operator,
+	}
+	if a != nil {
+		g.Step = a.Step
+		if a.Step >= 1 && a.Step <= st.view.Steps.Len() {
+			g.Tool = st.view.Steps.At(a.Step - 1).Decision.Tool
+		}
+	}
+	g.Verdict, g.Reason = c.verify(e.Run, d, a)
+	takes := a != nil && a.State == projector.Pending
+	if c.fold(st, e, seq); st.broken != "" {
+		return nil
+	}
+	if takes {
+		if g.Verdict == GrantInvalid {
+			if st.invalid == nil {
+				st.invalid = map[string]string{}
+			}
+			st.invalid[a.ID] = g.Reason
+		} else {
+			delete(st.invalid, a.ID)
+		}
+	}
+	if !report || !c.inSelection(seq, e) || (c.tool != "" && g.Tool != c.tool) {
+		return nil
+	}
+	return c.emitGrant(g)
+}
+
+// verify judges decision d on approval a (nil: the run has none by that id).
+func (c *checker) verify(run string, d events.DecisionBody, a *projector.Approval) (GrantVerdict, string) {
+	if len(c.opts.Operators) > 0 {
+		if err := approvals.Verify(c.opts.Operators, run, d); err != nil {
+			return GrantInvalid, err.Error()
+		}
+	}
+	switch {
+	case a == nil:
+		return GrantNotActed, fmt.Sprintf("%v: %s", approvals.ErrNoApproval, d.Approval)
+	case d.Hash != a.Hash:
+		return GrantInvalid, fmt.Sprintf("%v: %s, approval is %s", approvals.ErrWrongHash, short(d.Hash), short(a.Hash))
+	case a.State != projector.Pending:
+		return GrantNotActed, fmt.Sprintf("%v (state %s)", approvals.ErrNotPending, a.State)
+	case approvals.Expired(a, d.Signed):
+		return GrantNotActed, fmt.Sprintf("%v: expired %s, signed %s", approvals.ErrExpired, a.ExpiresAt.Format(time.RFC3339), d.Signed.Format(time.RFC3339))
+	case len(c.opts.Operators) == 0:
+		return GrantUnverified, "no operator keys to verify the signature with"
+	}
+	return GrantValid, ""
+}
+
+func (c *checker) emitGrant(g GrantResult) error {
+	c.sum.Grants++
+	switch g.Verdict {
+	case GrantValid:
+		c.sum.GrantsValid++
+	case GrantInvalid:
+		c.sum.GrantsInvalid++
+	case GrantNotActed:
+		c.sum.GrantsNotActed++
+	case GrantUnverified:
+		c.sum.GrantsUnverified++
+	}
+	if c.opts.OnGrant == nil {
+		return nil
+	}
+	return c.opts.OnGrant(g)
+}
