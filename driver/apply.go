@@ -27,7 +27,15 @@ func (d *Driver) request(r *Run, n int, ct *CompiledTool, args json.RawMessage) 
 // nothing executed.
 func (d *Driver) apply(ctx context.Context, r *Run, req policy.Request, dec policy.Decision, evalErr error, grant *projector.Approval) error {
 	fail := func(detail string) error {
-		return d.append(ctx, r, r.ID(), events.RunFailed, events.EndBody{Reason: events.ReasonInternalError, Detail: detail})
+		// The failed evaluation is recorded with its request, so a replay
+		// can tell whether another policy would have decided it.
+		return d.append(ctx, r, r.ID(), events.RunFailed, events.EndBody{
+			Reason: events.ReasonInternalError, Detail: detail,
+			Policy: &events.PolicyBody{
+				Step: req.Step, Outcome: events.OutcomeError, Reason: detail, PolicyID: d.policyID,
+				Args: req.Args, ToolHash: req.Tool.Hash, Resume: grant != nil,
+			},
+		})
 	}
 	if evalErr != nil {
 		return fail(fmt.Sprintf("policy %q returned an error for step %d: %v", d.policyID, req.Step, evalErr))

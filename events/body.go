@@ -195,12 +195,21 @@ const (
 	ReasonAgentError       = "agent_error"
 )
 
+// OutcomeError is the outcome recorded for a policy evaluation the runtime
+// could not use: the policy returned an error, an outcome outside the four,
+// or approval JSON that fails the boundary.
+const OutcomeError = "error"
+
 // EndBody is the body of [RunFinished], [RunFailed] and [RunCancelled].
 type EndBody struct {
 	Reason string `json:"reason"`
 	Detail string `json:"detail,omitempty"`
 	// Result is the terminal tool's result, for a finished run.
 	Result string `json:"result,omitempty"`
+	// Policy is the evaluation that failed the run, for a run failed as
+	// internal_error by its policy: outcome [OutcomeError], the reason, and
+	// the request as the policy was handed it, so replay can re-check it.
+	Policy *PolicyBody `json:"policy,omitempty"`
 }
 
 // HashToolSpec returns the hash a recorded spec carries: the hex SHA-256 of

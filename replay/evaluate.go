@@ -25,6 +25,23 @@ func (c *checker) evaluation(ctx context.Context, st *runState, e events.Event, 
 		c.fold(st, e, seq) // does not fold either: the run breaks there
 		return nil
 	}
+	return c.evaluated(ctx, st, e, seq, report, b)
+}
+
+// failedRun handles run.failed: when it records the evaluation that failed
+// the run (outcome "error"), that evaluation is re-checked like any other,
+// so a policy that would now decide what the old one could not is seen.
+func (c *checker) failedRun(ctx context.Context, st *runState, e events.Event, seq uint64, report bool) error {
+	b, err := events.DecodeBody[events.EndBody](e)
+	if err != nil || b.Policy == nil {
+		c.fold(st, e, seq)
+		return nil
+	}
+	return c.evaluated(ctx, st, e, seq, report, *b.Policy)
+}
+
+// evaluated reports recorded evaluation b (of event e) and folds e.
+func (c *checker) evaluated(ctx context.Context, st *runState, e events.Event, seq uint64, report bool, b events.PolicyBody) error {
 	spec, known := st.specs[b.ToolHash]
 	tool := spec.Name
 	if !known {
@@ -194,6 +211,10 @@ func boundaryJSON(b json.RawMessage) (json.RawMessage, error) {
 // does.
 func compare(rec, rep Decision, grantHash string) (Verdict, Change) {
 	if rec.Outcome == rep.Outcome && rec.Reason == rep.Reason && approvalHash(rec) == approvalHash(rep) {
+		return Same, ""
+	}
+	if rec.Outcome == OutcomeError && rep.Outcome == OutcomeError {
+		// Both fail the run closed; an error's text is not a decision.
 		return Same, ""
 	}
 	a, b := rank(rec, grantHash), rank(rep, grantHash)

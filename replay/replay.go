@@ -105,7 +105,7 @@ const (
 // OutcomeError is the replayed outcome when the policy returned an error, an
 // outcome outside the four, or an approval the runtime could not record (the
 // runtime would fail the run as internal_error, running nothing).
-const OutcomeError = "error"
+const OutcomeError = events.OutcomeError
 
 // Cause says why an evaluation is [NotCheckable].
 type Cause string

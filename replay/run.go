@@ -98,6 +98,8 @@ func (c *checker) decoded(ctx context.Context, rec record, report bool) error {
 	switch e.Kind {
 	case events.StepPolicy, events.ApprovalRequested:
 		err = c.evaluation(ctx, st, e, r.StreamSeq, report)
+	case events.RunFailed:
+		err = c.failedRun(ctx, st, e, r.StreamSeq, report)
 	case events.ApprovalGranted, events.ApprovalDenied:
 		err = c.decision(st, e, r.StreamSeq, report)
 	default:
