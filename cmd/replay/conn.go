@@ -50,7 +50,7 @@ func (c *connFlags) open(ctx context.Context) (*events.Log, func(), error) {
 	if c.url != "" {
 		opts := []nats.Option{nats.Name("arbiter-replay"), nats.Timeout(5 * time.Second)}
 		if c.user != "" {
-			opts = append(opts, nats.UserInfo(c.user, c.password))
+			opts = append(opts, nats.UserInfo(c.user, c.password), embedded.InboxOption(c.user))
 		}
 		if c.creds != "" {
 			opts = append(opts, nats.UserCredentials(c.creds))
@@ -84,7 +84,7 @@ func (c *connFlags) openData(ctx context.Context) (*events.Log, func(), error) {
 	}
 	if pw, err := os.ReadFile(filepath.Join(c.data, "credentials", "operator.password")); err == nil {
 		nc, err := nats.Connect(c.workerURL, nats.Name("arbiter-replay"), nats.Timeout(time.Second),
-			nats.UserInfo("operator", strings.TrimSpace(string(pw))), nats.NoReconnect())
+			nats.UserInfo("operator", strings.TrimSpace(string(pw))), embedded.InboxOption("operator"), nats.NoReconnect())
 		if err == nil {
 			return c.attach(ctx, nc, func() { nc.Close() }, c.workerURL)
 		}
