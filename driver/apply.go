@@ -113,18 +113,12 @@ func (d *Driver) execute(ctx context.Context, r *Run, req policy.Request, body e
 	return d.run(ctx, r, req.Step, req.Args)
 }
 
-// run executes step n's tool with args and records the observation (and, for
-// a terminal tool that succeeded, the run's completion).
+// run executes step n's tool with args and records the observation.
 func (d *Driver) run(ctx context.Context, r *Run, n int, args json.RawMessage) error {
 	ct := d.tools[r.view.Step(n).Decision.Tool]
 	kind, content := d.call(withCall(ctx, r.ID(), n), ct, args)
-	if err := d.observe(ctx, r, n, kind, content); err != nil {
-		return err
-	}
-	if ct.Spec.Terminal && kind == events.ObsResult {
-		return d.append(ctx, r, r.ID(), events.RunFinished, events.EndBody{Reason: events.ReasonCompleted, Result: r.view.Step(n).Observation.Content})
-	}
-	return nil
+	// A terminal tool's success ends the run on the loop's next turn.
+	return d.observe(ctx, r, n, kind, content)
 }
 
 // call runs the tool under its timeout. A panic becomes a tool_error and a

@@ -65,11 +65,18 @@ func (d *Driver) advance(ctx context.Context, r *Run, agent Agent) (bool, error)
 	if v.Run.Status == projector.Waiting {
 		return d.settle(ctx, r)
 	}
-	if last := v.Step(v.Steps.Len()); last != nil && last.Observation == nil {
-		if last.Executing() {
+	if last := v.Step(v.Steps.Len()); last != nil {
+		switch {
+		case last.Observation == nil && last.Executing():
 			return true, d.recover(ctx, r, last.N)
+		case last.Observation == nil:
+			return true, d.evaluate(ctx, r, last.N, nil)
+		case last.Observation.Kind == events.ObsResult && d.terminal(last.Decision.Tool):
+			// A terminal tool's result is recorded but the run's end is
+			// not (its worker died in between): end it now, never ask the
+			// agent for a step after the last one.
+			return true, d.finish(ctx, r, last.Observation.Content)
 		}
-		return true, d.evaluate(ctx, r, last.N, nil)
 	}
 	if end, detail := d.limitHit(v); end != "" {
 		return true, d.append(ctx, r, r.ID(), events.RunFailed, events.EndBody{Reason: end, Detail: detail})
@@ -103,6 +110,15 @@ func decidedBody(n int, dec Decision) events.StepDecidedBody {
 		b.ArgsBytes = append([]byte{}, dec.Args...)
 	}
 	return b
+}
+
+func (d *Driver) terminal(tool string) bool {
+	ct := d.tools[tool]
+	return ct != nil && ct.Spec.Terminal
+}
+
+func (d *Driver) finish(ctx context.Context, r *Run, result string) error {
+	return d.append(ctx, r, r.ID(), events.RunFinished, events.EndBody{Reason: events.ReasonCompleted, Result: result})
 }
 
 func (d *Driver) limitHit(v *projector.View) (reason, detail string) {

@@ -27,13 +27,7 @@ func (d *Driver) recover(ctx context.Context, r *Run, n int) error {
 			switch {
 			case err == nil && res == Done:
 				o := d.observation(n, events.ObsResult, content)
-				if err := d.append(ctx, r, r.ID(), events.StepInterrupted, events.InterruptedBody{Step: n, Resolution: events.ResolvedDone, Observation: &o}); err != nil {
-					return err
-				}
-				if ct.Spec.Terminal {
-					return d.append(ctx, r, r.ID(), events.RunFinished, events.EndBody{Reason: events.ReasonCompleted, Result: o.Content})
-				}
-				return nil
+				return d.append(ctx, r, r.ID(), events.StepInterrupted, events.InterruptedBody{Step: n, Resolution: events.ResolvedDone, Observation: &o})
 			case err == nil && res == NotDone:
 				return d.append(ctx, r, r.ID(), events.StepInterrupted, events.InterruptedBody{Step: n, Resolution: events.ResolvedNotDone})
 			}

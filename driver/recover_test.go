@@ -233,3 +233,30 @@ func TestRecover_ReconcileDoneAndNotDone(t *testing.T) {
 		})
 	}
 }
+
+// TestRecover_TerminalResultWithoutEndFinishesRun: a worker died after
+// recording a terminal tool's result and before recording the run's end.
+// The next driver ends the run with that result; it never asks the agent for
+// a step after the last one, and runs nothing again.
+func TestRecover_TerminalResultWithoutEndFinishesRun(t *testing.T) {
+	env := testkit.JetStream(t)
+	log := env.Log(t, events.Config{})
+	fin := done()
+	d := newDriver(t, log, allowAll, fin)
+	crashAfterAllow(t, d, "ended-early", "done", `{}`)
+	appendEvent(t, log, "ended-early", events.StepObserved, events.ObservedBody{Step: 1, Kind: events.ObsResult, Content: "all done"})
+
+	r := load(t, d, "ended-early")
+	agent := testkit.NewScript() // asked for anything, it fails the run
+	drive(t, d, r, agent)
+
+	v := r.View()
+	wantEnd(t, v, projector.Completed, events.ReasonCompleted)
+	if v.Run.Result != "all done" {
+		t.Errorf("result: got %q, want %q", v.Run.Result, "all done")
+	}
+	if got := len(agent.Inputs()); got != 0 {
+		t.Errorf("agent asked %d times, want 0", got)
+	}
+	wantCount(t, fin, 0)
+}

@@ -160,6 +160,15 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, stop <-chan stru
 
 	r, err := w.load(ctx, run)
 	switch {
+	case (errors.Is(err, events.ErrNoRun) || permanent(err)) && delivered(msg) < giveUpAfter:
+		// Right after a leader change a replica that is not yet current can
+		// answer a read without the run's latest events (the tail names
+		// events the batch read does not return, or no run at all): look
+		// again before giving the run up
+		// (faulttest.TestWorker_NudgeForRunNotYetReadableIsKept).
+		w.log.Warn("run does not load; looking again before giving it up", "run", run, "err", err)
+		_ = msg.NakWithDelay(time.Duration(delivered(msg)) * time.Second)
+		return
 	case errors.Is(err, events.ErrNoRun):
 		_ = msg.Term()
 		return
@@ -282,6 +291,18 @@ func (w *Worker) load(ctx context.Context, run string) (*driver.Run, error) {
 
 func permanent(err error) bool {
 	return errors.Is(err, events.ErrBrokenChain) || errors.Is(err, events.ErrMalformed) || errors.Is(err, projector.ErrFold)
+}
+
+// giveUpAfter is how many deliveries of a nudge find its run unloadable
+// before the nudge is terminated (the waits between them add up to 10s).
+const giveUpAfter = 5
+
+// delivered is how many times msg has been delivered (1 if unknown).
+func delivered(msg jetstream.Msg) uint64 {
+	if md, err := msg.Metadata(); err == nil && md.NumDelivered > 0 {
+		return md.NumDelivered
+	}
+	return 1
 }
 
 func (w *Worker) claim(run string) bool {
