@@ -173,11 +173,7 @@ func (d *Driver) Load(ctx context.Context, id string) (*Run, error) {
 // plus the events after it. A snapshot that does not chain onto the log is
 // refused ([events.ErrBrokenChain]); the caller falls back to [Driver.Load].
 func (d *Driver) LoadFrom(ctx context.Context, id string, snap projector.View, at events.Tail) (*Run, error) {
-	tail, err := d.log.Tail(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	recs, err := d.log.ReadAfter(ctx, id, at, tail)
+	recs, tail, err := d.log.Since(ctx, id, at)
 	if err != nil {
 		return nil, err
 	}
@@ -187,18 +183,14 @@ func (d *Driver) LoadFrom(ctx context.Context, id string, snap projector.View, a
 // Refresh brings r up to date with events others appended since it was
 // loaded (an operator's decision, say).
 func (d *Driver) Refresh(ctx context.Context, r *Run) error {
-	tail, err := d.log.Tail(ctx, r.ID())
+	recs, tail, err := d.log.Since(ctx, r.ID(), r.tail)
 	if err != nil {
 		return err
 	}
 	if tail == r.tail {
 		return nil
 	}
-	recs, err := d.log.ReadAfter(ctx, r.ID(), r.tail, tail)
-	if err != nil {
-		return err
-	}
-	nr, err := foldRecords(r.view, tail, r.tail, recs)
+	nr, err := foldRecords(r.view.Clone(), tail, r.tail, recs)
 	if err != nil {
 		return err
 	}

@@ -291,3 +291,42 @@ func TestLog_ReadAfterSnapshot(t *testing.T) {
 		t.Errorf("stale snapshot hash: got %v, want ErrBrokenChain", err)
 	}
 }
+
+func TestLog_SinceReadsWhatWasAppendedAfterATail(t *testing.T) {
+	ctx := ctxT(t)
+	l := testkit.JetStream(t).Log(t, events.Config{})
+	t1 := startRun(t, ctx, l, "r")
+	tails := []events.Tail{t1}
+	for i := 1; i <= 4; i++ {
+		nt, err := l.Append(ctx, tails[len(tails)-1], mustEvent(t, "r", events.StepDecided, events.StepDecidedBody{Step: i}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tails = append(tails, nt)
+	}
+	last := tails[len(tails)-1]
+	for _, tc := range []struct {
+		name string
+		from events.Tail
+		want int
+	}{{"up to date", last, 0}, {"one behind", tails[3], 1}, {"three behind", tails[1], 3}, {"from nothing", events.Tail{}, 5}} {
+		recs, tail, err := l.Since(ctx, "r", tc.from)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if len(recs) != tc.want || tail != last {
+			t.Errorf("%s: got %d events and tail %+v, want %d and %+v", tc.name, len(recs), tail, tc.want, last)
+		}
+		if tc.want > 0 && recs[len(recs)-1].Event.Seq != last.Count {
+			t.Errorf("%s: last event read is %d, want %d", tc.name, recs[len(recs)-1].Event.Seq, last.Count)
+		}
+	}
+	stale := tails[3]
+	stale.Hash = "00"
+	if _, _, err := l.Since(ctx, "r", stale); !errors.Is(err, events.ErrBrokenChain) {
+		t.Errorf("a tail whose hash is not the log's: got %v, want ErrBrokenChain", err)
+	}
+	if _, _, err := l.Since(ctx, "none", events.Tail{}); !errors.Is(err, events.ErrNoRun) {
+		t.Errorf("unknown run: got %v, want ErrNoRun", err)
+	}
+}

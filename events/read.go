@@ -28,6 +28,40 @@ func (l *Log) Read(ctx context.Context, run string) ([]Record, Tail, error) {
 	return recs, tail, err
 }
 
+// Since returns the events of run after the position from, and the run's
+// tail: what a holder of a view at from needs to bring it up to date. When
+// only one event was appended since, the lookup of the tail has already
+// returned it, and no second read is made.
+func (l *Log) Since(ctx context.Context, run string, from Tail) ([]Record, Tail, error) {
+	m, err := l.last(ctx, run)
+	if err != nil {
+		return nil, Tail{}, fmt.Errorf("read run %s: %w", run, err)
+	}
+	if m == nil {
+		return nil, Tail{}, fmt.Errorf("read run %s: %w", run, ErrNoRun)
+	}
+	e, err := Decode(m.Data)
+	if err != nil {
+		return nil, Tail{}, fmt.Errorf("read run %s at stream seq %d: %w", run, m.Sequence, err)
+	}
+	if err := l.CheckSubject(m.Subject, e); err != nil {
+		return nil, Tail{}, fmt.Errorf("read run %s: %w", run, err)
+	}
+	tail := Tail{Seq: m.Sequence, Count: e.Seq, Hash: Hash(m.Data)}
+	switch {
+	case tail == from:
+		return nil, tail, nil
+	case e.Seq == from.Count+1:
+		rec, err := l.chained(run, l.StreamName(l.Shard(run)), m, e.Seq, from.Hash)
+		if err != nil {
+			return nil, Tail{}, err
+		}
+		return []Record{rec}, tail, nil
+	}
+	recs, err := l.ReadAfter(ctx, run, from, tail)
+	return recs, tail, err
+}
+
 // ReadAfter returns the events of run after the position from, up to and
 // including the position to (as returned by [Log.Tail]). The first event read
 // must chain onto from.Hash. A view snapshot at from plus these events is the

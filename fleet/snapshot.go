@@ -20,8 +20,19 @@ type snapshot struct {
 	View projector.View `json:"view"`
 }
 
+// kv returns the snapshot bucket, looked up once.
 func (q *Queue) kv(ctx context.Context) (jetstream.KeyValue, error) {
-	return q.js.KeyValue(ctx, q.cfg.Bucket)
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.bucket != nil {
+		return q.bucket, nil
+	}
+	kv, err := q.js.KeyValue(ctx, q.cfg.Bucket)
+	if err != nil {
+		return nil, err
+	}
+	q.bucket = kv
+	return kv, nil
 }
 
 // Save stores r's view as its snapshot.

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -80,6 +81,9 @@ func (c Config) Validate() error {
 type Queue struct {
 	js  jetstream.JetStream
 	cfg Config
+
+	mu     sync.Mutex
+	bucket jetstream.KeyValue // the snapshot bucket, once looked up
 }
 
 // Setup creates or updates the work stream, the shared consumer and the

@@ -238,6 +238,9 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, stop <-chan stru
 // approval with an expiry gets a timer, so it expires whether or not anyone
 // looks at it then.
 func (w *Worker) afterAck(ctx context.Context, r *driver.Run) {
+	if r.View().Run.Status.Ended() {
+		return // a decision arriving now changes nothing; no nudge to lose
+	}
 	tail, err := w.d.Log().Tail(ctx, r.ID())
 	if err == nil && tail != r.Tail() {
 		_ = w.q.Nudge(ctx, r.ID(), fmt.Sprintf("moved-%d", tail.Count))
@@ -270,6 +273,11 @@ func (w *Worker) expiryDue(r *driver.Run, msg jetstream.Msg) bool {
 }
 
 func (w *Worker) keep(ctx context.Context, r *driver.Run) {
+	if r.View().Run.Status.Ended() {
+		// Nobody drives an ended run again: no view to keep.
+		w.cache.drop(r.ID())
+		return
+	}
 	w.cache.put(r)
 	if err := w.q.Save(ctx, r); err != nil {
 		w.log.Warn("snapshot", "run", r.ID(), "err", err)
