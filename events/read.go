@@ -17,15 +17,7 @@ var ErrNoRun = errors.New("no such run")
 // scans past the run, and it verifies the hash chain as it goes: an altered or
 // missing event is an error wrapping [ErrBrokenChain].
 func (l *Log) Read(ctx context.Context, run string) ([]Record, Tail, error) {
-	tail, err := l.Tail(ctx, run)
-	if err != nil {
-		return nil, Tail{}, err
-	}
-	if tail.Count == 0 {
-		return nil, Tail{}, fmt.Errorf("read run %s: %w", run, ErrNoRun)
-	}
-	recs, err := l.ReadAfter(ctx, run, Tail{}, tail)
-	return recs, tail, err
+	return l.Since(ctx, run, Tail{})
 }
 
 // Since returns the events of run after the position from, and the run's
