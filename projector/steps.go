@@ -9,18 +9,22 @@ import (
 // never written again, so every copy of a view shares them.
 const chunk = 8
 
-// Steps is a run's steps in order, as an immutable value: a copy costs the
-// same whatever the run's length (the frozen blocks are shared, only the
-// last, open block is copied), and nothing a holder does through the methods
-// below can change what another holder sees, because they hand out copies.
-// This keeps the cost of a step independent of the steps before it, even
-// though the agent and the policy each get their own copy of the view every
-// step.
+// Steps is a run's steps in order, as a persistent value: copying it (see
+// [View.Clone]) shares everything and costs nothing, whatever the run's
+// length, and nothing a holder does through the methods below can change
+// what another holder sees, because they hand out copies. This keeps the
+// cost of a step independent of the steps before it, even though the agent
+// and the policy each get their own copy of the view every step.
+//
+// The fold never writes into a block another value may hold: a change to
+// the last step, or a new step, builds a new open block (at most chunk
+// steps, copied shallowly: the fold replaces a step's pointers, never
+// writes through them).
 //
 // The zero value is an empty sequence.
 type Steps struct {
 	frozen [][]Step // full blocks of exactly chunk steps; never modified
-	open   []Step   // the last block, owned by this value alone
+	open   []Step   // the last block; replaced, never written, once shared
 }
 
 // Len is the number of steps.
@@ -67,39 +71,37 @@ func (s *Steps) ref(i int) *Step {
 	return &s.open[i-len(s.frozen)*chunk]
 }
 
-// mut returns the i-th step for the fold to change in place. Only the open
-// block is ever changed: the fold changes no step but the last, and the last
-// step always lives in the open block (see push).
+// mut returns the i-th step for the fold to change, in a new open block of
+// this value's own. Only the last step is ever changed, and it always lives
+// in the open block (see push).
 func (s *Steps) mut(i int) *Step {
 	if i < len(s.frozen)*chunk {
 		panic("projector: a frozen step is never changed")
 	}
+	open := make([]Step, len(s.open), chunk)
+	copy(open, s.open)
+	s.open = open
 	return &s.open[i-len(s.frozen)*chunk]
 }
 
-// push appends a step. A full open block is frozen first, so the new step
-// (the one the fold will change next) starts a fresh open block.
+// push appends a step in a new open block. A full open block is frozen
+// first, so the new step (the one the fold will change next) starts a fresh
+// block.
 func (s *Steps) push(st Step) {
 	if len(s.open) == chunk {
-		// Cap the shared list so an append never writes into a backing
-		// array another copy can see.
+		// Cap the list so appending reallocates: its backing array may be
+		// shared with another value.
 		s.frozen = append(s.frozen[:len(s.frozen):len(s.frozen)], s.open)
-		s.open = make([]Step, 0, chunk)
+		s.open = nil
 	}
-	s.open = append(s.open, st)
+	open := make([]Step, len(s.open)+1, chunk)
+	copy(open, s.open)
+	open[len(s.open)] = st
+	s.open = open
 }
 
-// clone shares the frozen blocks and deep-copies the open one.
-func (s Steps) clone() Steps {
-	c := Steps{frozen: s.frozen[:len(s.frozen):len(s.frozen)]}
-	if s.open != nil {
-		c.open = make([]Step, len(s.open), chunk)
-		for i, st := range s.open {
-			c.open[i] = st.clone()
-		}
-	}
-	return c
-}
+// clone shares everything: no block of s is ever written again.
+func (s Steps) clone() Steps { return s }
 
 // StepsOf builds a sequence from steps (copied), for tests and for views
 // built by hand.
