@@ -9,19 +9,17 @@ import (
 	"strings"
 	"time"
 
-	"github.com/arbiter-run/arbiter/embedded"
 	"github.com/arbiter-run/arbiter/events"
 	"github.com/arbiter-run/arbiter/fleet"
+	"github.com/arbiter-run/arbiter/internal/natsflags"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
 // conn holds the flags every command that talks to NATS shares.
 type conn struct {
-	url, user, password, creds, nkey string
-	stream, prefix                   string
-	shards                           int
-	data                             string
+	natsflags.Flags
+	data string
 	// role is the embedded default's user this command needs when no
 	// credentials are given: "operator" or "worker".
 	role string
@@ -32,47 +30,30 @@ type conn struct {
 }
 
 func (c *conn) flags(fs *flag.FlagSet) {
-	fs.StringVar(&c.url, "nats", "nats://127.0.0.1:4222", "NATS server URL(s), comma separated")
-	fs.StringVar(&c.user, "user", "", "NATS user name")
-	fs.StringVar(&c.password, "password", "", "NATS password")
-	fs.StringVar(&c.creds, "creds", "", "NATS credentials file")
-	fs.StringVar(&c.nkey, "nkey", "", "NATS nkey seed file to authenticate with")
-	fs.StringVar(&c.stream, "stream", "ARB_RUNS", "base name of the runs streams")
-	fs.StringVar(&c.prefix, "prefix", "arb.run", "subject prefix of run events")
-	fs.IntVar(&c.shards, "shards", 1, "number of runs streams the log was created with")
+	c.Register(fs, "nats://127.0.0.1:4222", "NATS server URL(s), comma separated")
 	fs.StringVar(&c.data, "data", "arbiter-data", "data directory of a worker's embedded JetStream: its credentials/ are used when no --user, --creds or --nkey is given")
 }
 
 func (c *conn) open(ctx context.Context) error {
-	opts := []nats.Option{nats.Name("arbiter"), nats.Timeout(5 * time.Second)}
-	if c.user == "" && c.creds == "" && c.nkey == "" && c.role != "" {
+	if c.User == "" && c.Creds == "" && c.NKey == "" && c.role != "" {
 		if pw, err := os.ReadFile(filepath.Join(c.data, "credentials", c.role+".password")); err == nil {
-			c.user, c.password = c.role, strings.TrimSpace(string(pw))
+			c.User, c.Password = c.role, strings.TrimSpace(string(pw))
 		}
 	}
-	if c.user != "" {
-		opts = append(opts, nats.UserInfo(c.user, c.password), embedded.InboxOption(c.user))
-	}
-	if c.creds != "" {
-		opts = append(opts, nats.UserCredentials(c.creds))
-	}
-	if c.nkey != "" {
-		o, err := nats.NkeyOptionFromSeed(c.nkey)
-		if err != nil {
-			return fmt.Errorf("nkey %s: %w", c.nkey, err)
-		}
-		opts = append(opts, o)
-	}
-	nc, err := nats.Connect(c.url, opts...)
+	opts, err := c.Options("arbiter")
 	if err != nil {
-		return fmt.Errorf("connect to %s: %w (is a worker running? start one with `go run ./cmd/worker`)", c.url, err)
+		return err
+	}
+	nc, err := nats.Connect(c.URL, append(opts, nats.Timeout(5*time.Second))...)
+	if err != nil {
+		return fmt.Errorf("connect to %s: %w (is a worker running? start one with `go run ./cmd/worker`)", c.URL, err)
 	}
 	js, err := jetstream.New(nc)
 	if err != nil {
 		nc.Close()
 		return err
 	}
-	log, err := events.Attach(ctx, js, events.Config{Stream: c.stream, Prefix: c.prefix, Shards: c.shards})
+	log, err := events.Attach(ctx, js, c.LogConfig())
 	if err != nil {
 		nc.Close()
 		return err

@@ -28,6 +28,7 @@ import (
 	"github.com/arbiter-run/arbiter/embedded"
 	"github.com/arbiter-run/arbiter/events"
 	"github.com/arbiter-run/arbiter/fleet"
+	"github.com/arbiter-run/arbiter/internal/natsflags"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
@@ -187,14 +188,12 @@ func buildDriver(cfg Config, f flags, log *events.Log, logger *slog.Logger) (*dr
 // in-process as the worker user.
 func connect(f flags, logger *slog.Logger) (*nats.Conn, func(), error) {
 	if f.natsURL != "" {
-		opts := []nats.Option{nats.Name("arbiter-worker"), nats.MaxReconnects(-1)}
-		if f.user != "" {
-			opts = append(opts, nats.UserInfo(f.user, f.password), embedded.InboxOption(f.user))
+		nf := natsflags.Flags{User: f.user, Password: f.password, Creds: f.creds}
+		opts, err := nf.Options("arbiter-worker")
+		if err != nil {
+			return nil, nil, err
 		}
-		if f.creds != "" {
-			opts = append(opts, nats.UserCredentials(f.creds))
-		}
-		nc, err := nats.Connect(f.natsURL, opts...)
+		nc, err := nats.Connect(f.natsURL, append(opts, nats.MaxReconnects(-1))...)
 		if err != nil {
 			return nil, nil, fmt.Errorf("connect to %s: %w", f.natsURL, err)
 		}

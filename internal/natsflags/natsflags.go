@@ -1,0 +1,61 @@
+// Package natsflags holds the command-line flags Arbiter's commands share to
+// reach a NATS server and the log on it, and turns them into connect options.
+// It owns no behaviour of its own: each command decides what to do with the
+// connection.
+package natsflags
+
+import (
+	"flag"
+	"fmt"
+
+	"github.com/arbiter-run/arbiter/embedded"
+	"github.com/arbiter-run/arbiter/events"
+	"github.com/nats-io/nats.go"
+)
+
+// Flags are where the server is, who to be on it, and how the log is laid
+// out there.
+type Flags struct {
+	URL, User, Password, Creds, NKey string
+	Stream, Prefix                   string
+	Shards                           int
+}
+
+// Register adds --nats (defaulting to url), --user, --password, --creds,
+// --nkey, --stream, --prefix and --shards to fs.
+func (f *Flags) Register(fs *flag.FlagSet, url, urlHelp string) {
+	fs.StringVar(&f.URL, "nats", url, urlHelp)
+	fs.StringVar(&f.User, "user", "", "NATS user name")
+	fs.StringVar(&f.Password, "password", "", "NATS password")
+	fs.StringVar(&f.Creds, "creds", "", "NATS credentials file")
+	fs.StringVar(&f.NKey, "nkey", "", "NATS nkey seed file to authenticate with")
+	fs.StringVar(&f.Stream, "stream", "ARB_RUNS", "base name of the runs streams")
+	fs.StringVar(&f.Prefix, "prefix", "arb.run", "subject prefix of run events")
+	fs.IntVar(&f.Shards, "shards", 1, "number of runs streams the log was created with")
+}
+
+// Options returns the connect options for the flags' credentials, under the
+// client name. A user gets its own inbox prefix, as the permissions of the
+// embedded default and docs/nats-server.conf require.
+func (f *Flags) Options(name string) ([]nats.Option, error) {
+	opts := []nats.Option{nats.Name(name)}
+	if f.User != "" {
+		opts = append(opts, nats.UserInfo(f.User, f.Password), embedded.InboxOption(f.User))
+	}
+	if f.Creds != "" {
+		opts = append(opts, nats.UserCredentials(f.Creds))
+	}
+	if f.NKey != "" {
+		o, err := nats.NkeyOptionFromSeed(f.NKey)
+		if err != nil {
+			return nil, fmt.Errorf("--nkey %s: %w", f.NKey, err)
+		}
+		opts = append(opts, o)
+	}
+	return opts, nil
+}
+
+// LogConfig is the log layout the flags name.
+func (f *Flags) LogConfig() events.Config {
+	return events.Config{Stream: f.Stream, Prefix: f.Prefix, Shards: f.Shards}
+}
