@@ -1,0 +1,116 @@
+package main
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/arbiter-run/arbiter/policy"
+	"github.com/arbiter-run/arbiter/toolbox"
+)
+
+func writeConfig(t *testing.T, text string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "worker.yaml")
+	if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestConfig_DefaultIsTheDemoSetup(t *testing.T) {
+	c, err := loadConfig("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tools, err := c.tools(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tools) != len(toolbox.Names()) {
+		t.Errorf("got %d tools, want every built-in (%d)", len(tools), len(toolbox.Names()))
+	}
+	p, err := c.policy()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if policy.ID(p) == "" {
+		t.Error("default policy has no id: its decisions could not be re-checked")
+	}
+	if c.agents()["demo"] == nil {
+		t.Error("no demo agent")
+	}
+}
+
+func TestConfig_ReadsAFile(t *testing.T) {
+	path := writeConfig(t, `
+tools:
+  - {name: read_file}
+  - {name: send_email, class: destructive, timeout: 2s}
+policy:
+  id: rules v7
+  side_effects: {read_only: allow, destructive: deny}
+approval_ttl: 1h
+limits: {max_steps: 7, max_elapsed: 90s}
+agents:
+  mine:
+    - {tool: read_file, args: '{"path":"a"}'}
+`)
+	c, err := loadConfig(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tools, err := c.tools(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := tools[1].Spec(); s.SideEffect != "destructive" || s.Timeout.String() != "2s" {
+		t.Errorf("send_email: got class %s timeout %s, want destructive 2s", s.SideEffect, s.Timeout)
+	}
+	p, _ := c.policy()
+	if policy.ID(p) != "rules v7" {
+		t.Errorf("policy id: got %q", policy.ID(p))
+	}
+	l, err := c.Limits.limits()
+	if err != nil || l.MaxSteps != 7 || l.MaxElapsedMS != 90000 {
+		t.Errorf("limits: got %+v, %v", l, err)
+	}
+	if c.agents()["mine"] == nil {
+		t.Error("agent mine not configured")
+	}
+}
+
+// Every mistake in a config file is an error that names what was wrong.
+func TestConfig_RefusalsNameTheMistake(t *testing.T) {
+	for _, tc := range []struct {
+		name, text, want string
+		check          func(Config) error
+	}{
+		{"unknown field", "tolls: []", "tolls", nil},
+		{"not yaml", "tools: [", "worker.yaml", nil},
+		{"unknown tool", "tools: [{name: rm_rf}]", "rm_rf", func(c Config) error { _, err := c.tools(t.TempDir()); return err }},
+		{"bad timeout", "tools: [{name: sleep, timeout: soon}]", "soon", func(c Config) error { _, err := c.tools(t.TempDir()); return err }},
+		{"bad outcome", "policy: {side_effects: {read_only: maybe}}", "maybe", func(c Config) error { _, err := c.policy(); return err }},
+		{"bad operator key", "operators: {SUAKEY: alice}", "SUAKEY", func(c Config) error { _, err := c.operators(nil); return err }},
+		{"bad ttl", "approval_ttl: forever", "forever", func(c Config) error { _, err := c.approvalTTL(); return err }},
+		{"bad elapsed", "limits: {max_elapsed: long}", "long", func(c Config) error { _, err := c.Limits.limits(); return err }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := loadConfig(writeConfig(t, tc.text))
+			if err == nil && tc.check != nil {
+				err = tc.check(c)
+			}
+			if err == nil {
+				t.Fatalf("got nil error, want one naming %q", tc.want)
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %q does not name %q", err, tc.want)
+			}
+		})
+	}
+	if _, err := loadConfig(filepath.Join(t.TempDir(), "missing.yaml")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("missing file: got %v, want os.ErrNotExist", err)
+	}
+}
