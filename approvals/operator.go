@@ -1,7 +1,6 @@
 package approvals
 
 import (
-	"crypto/sha256"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -89,10 +88,4 @@ func Verify(ops Operators, run string, d events.DecisionBody) error {
 		return fmt.Errorf("%w: operator %s (%s)", ErrBadSignature, ops[d.Operator], d.Operator)
 	}
 	return nil
-}
-
-// Fingerprint is a short, stable id of a decision's signature, for logs.
-func Fingerprint(d events.DecisionBody) string {
-	s := sha256.Sum256([]byte(d.Signature))
-	return base64.RawURLEncoding.EncodeToString(s[:6])
 }

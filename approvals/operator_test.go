@@ -2,7 +2,6 @@ package approvals_test
 
 import (
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"testing"
 	"time"
@@ -259,22 +258,6 @@ func flip(c byte) string {
 		return "B"
 	}
 	return "A"
-}
-
-func TestFingerprint_StableAndDistinct(t *testing.T) {
-	kp, _ := newOperator(t)
-	a := signGrant(t, kp, events.Grant)
-	b := signGrant(t, kp, events.Deny)
-	if approvals.Fingerprint(a) != approvals.Fingerprint(a) {
-		t.Error("Fingerprint differs for one decision")
-	}
-	if approvals.Fingerprint(a) == approvals.Fingerprint(b) {
-		t.Errorf("Fingerprint of a grant and a denial both %s", approvals.Fingerprint(a))
-	}
-	var raw json.RawMessage
-	if err := json.Unmarshal([]byte(`"`+approvals.Fingerprint(a)+`"`), &raw); err != nil {
-		t.Errorf("Fingerprint %q is not a plain string: %v", approvals.Fingerprint(a), err)
-	}
 }
 
 // Known answer for a signed decision (docs/adr/0005-operator-identity.md):

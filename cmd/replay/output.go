@@ -22,7 +22,6 @@ type printer struct {
 	all     bool
 	rows    int
 	headed  bool
-	err     error
 	others  []string // policy ids met on evaluations recorded by another policy
 	skipped int      // rows not listed (same, valid)
 }
