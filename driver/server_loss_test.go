@@ -1,0 +1,106 @@
+package driver_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/arbiter-run/arbiter/driver"
+	"github.com/arbiter-run/arbiter/embedded"
+	"github.com/arbiter-run/arbiter/events"
+	"github.com/arbiter-run/arbiter/policy"
+	"github.com/arbiter-run/arbiter/projector"
+	"github.com/arbiter-run/arbiter/testkit"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// openOn starts a server storing in dir and opens the log on it over TCP.
+func openOn(t *testing.T, dir string, port int) (*embedded.Server, *events.Log) {
+	t.Helper()
+	srv, err := embedded.Start(embedded.Config{Dir: dir, Port: port})
+	if err != nil {
+		t.Fatalf("start server: %v", err)
+	}
+	t.Cleanup(srv.Stop)
+	nc, err := nats.Connect(srv.ClientURL(), nats.NoReconnect())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	log, err := events.Open(ctx, js, events.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return srv, log
+}
+
+// TestDriver_ServerGoneMidRunLosesNothing: the server goes away while a
+// remote call executes. The driver cannot record the observation: Drive
+// returns an error and executes nothing more. Nothing acknowledged is lost:
+// on the same store, a new server and a new driver find the call allowed and
+// unobserved, and pause it on an interrupted_side_effect approval instead of
+// running it again.
+func TestDriver_ServerGoneMidRunLosesNothing(t *testing.T) {
+	dir := t.TempDir()
+	srv, log := openOn(t, dir, -1)
+	send := testkit.NewLedger("send", events.RemoteMutation, testkit.AnyObject)
+	send.Result = func(context.Context, json.RawMessage) (string, error) {
+		srv.Stop() // the server dies while the call is in flight
+		return "sent", nil
+	}
+	allow := policy.WithID(policy.SideEffectPolicy{events.RemoteMutation: policy.Allow}, "allow remote")
+	d, err := driver.New(driver.Config{Log: log, Policy: allow, Tools: []driver.Tool{send}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	r, err := d.Create(ctx, "lost-server", "test", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = d.Drive(ctx, r, testkit.NewScript(testkit.Call("send", `{}`), testkit.Call("send", `{"again":true}`)))
+	if err == nil {
+		t.Fatal("Drive with the server gone: nil error, want the failed append reported")
+	}
+	if errors.Is(err, events.ErrConflict) {
+		t.Errorf("Drive: got a conflict, want the transport error: %v", err)
+	}
+	if got := send.Count(); got != 1 {
+		t.Fatalf("send executed %d times, want 1", got)
+	}
+
+	_, log2 := openOn(t, dir, -1)
+	d2, err := driver.New(driver.Config{Log: log2, Policy: allow, Tools: []driver.Tool{send}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r2, err := d2.Load(ctx, "lost-server")
+	if err != nil {
+		t.Fatalf("load after restart: %v", err)
+	}
+	v2 := r2.View()
+	if s := v2.Step(1); s == nil || !s.Executing() {
+		t.Fatalf("step 1 after restart: %+v, want the acknowledged allow with no observation", s)
+	}
+	if err := d2.Drive(ctx, r2, testkit.NewScript()); err != nil {
+		t.Fatal(err)
+	}
+	v := r2.View()
+	a := v.PendingApproval()
+	if v.Run.Status != projector.Waiting || a == nil || a.Kind != driver.InterruptedSideEffect {
+		t.Fatalf("after recovery: status %s approval %+v, want WAITING on %s", v.Run.Status, a, driver.InterruptedSideEffect)
+	}
+	if got := send.Count(); got != 1 {
+		t.Errorf("send executed %d times after recovery, want still 1", got)
+	}
+}
