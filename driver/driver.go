@@ -214,6 +214,7 @@ func foldRecords(v projector.View, tail, from events.Tail, recs []events.Record)
 // view. On any error r is unchanged; on [events.ErrConflict] the caller must
 // stop driving r.
 func (d *Driver) append(ctx context.Context, r *Run, run string, k events.Kind, body any) error {
+	body, held := clean(body)
 	ev, err := events.New(run, k, body)
 	if err != nil {
 		return err
@@ -230,7 +231,10 @@ func (d *Driver) append(ctx context.Context, r *Run, run string, k events.Kind, 
 	if err != nil {
 		return err
 	}
-	if err := r.view.Apply(rec.Event); err != nil {
+	if !held {
+		body = nil // fold what was stored
+	}
+	if err := r.view.ApplyWith(rec.Event, body); err != nil {
 		return fmt.Errorf("fold own event: %w", err)
 	}
 	r.tail = rec.Tail()

@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/arbiter-run/arbiter/driver"
 	"github.com/arbiter-run/arbiter/events"
@@ -289,4 +290,44 @@ func TestDriver_ViewEqualsFreshLoad(t *testing.T) {
 	if calls := send.Calls(); len(calls) != 1 || string(calls[0]) != `{"q":"a && b <c>"}` {
 		t.Errorf("send executed with %q, want once with the PolicyJSON args", calls)
 	}
+}
+
+// TestDriver_ViewEqualsFreshLoadWithInvalidUTF8: text that JSON cannot hold
+// (invalid UTF-8 in a tool's result, a policy's reason, an agent's call id
+// and reason, a failing agent's error) is recorded replaced, and the
+// driver's own view is what a fresh load folds from the log, step by step.
+func TestDriver_ViewEqualsFreshLoadWithInvalidUTF8(t *testing.T) {
+	env := testkit.JetStream(t)
+	log := env.Log(t, events.Config{})
+	const bad = "ok \xff\xfe end"
+	read := testkit.NewLedger("read", events.ReadOnly, testkit.AnyObject)
+	read.Result = func(context.Context, json.RawMessage) (string, error) { return "result " + bad, nil }
+	p := policyFunc(func(_ context.Context, req policy.Request, _ projector.View) (policy.Decision, error) {
+		if req.Step == 2 {
+			return policy.Decision{Outcome: policy.Deny, Reason: "no " + bad}, nil
+		}
+		return policy.Decision{Outcome: policy.Allow, Reason: "fine " + bad}, nil
+	})
+	d := newDriverCfg(t, driver.Config{Log: log, Policy: p, Tools: []driver.Tool{read}})
+	r := create(t, d, "utf8")
+	steps := []driver.Decision{
+		{Tool: "read", Args: json.RawMessage(`{}`), CallID: "c\xff1", Reason: "why " + bad},
+		{Tool: "read", Args: json.RawMessage(`{"n":2}`), CallID: "c2"},
+	}
+	agent := driver.AgentFunc(func(_ context.Context, in driver.StepInput) (driver.Decision, error) {
+		if n := in.Steps.Len(); n < len(steps) {
+			return steps[n], nil
+		}
+		return driver.Decision{}, errors.New("agent gave up " + bad)
+	})
+	drive(t, d, r, agent)
+	fresh := load(t, d, "utf8")
+	if !reflect.DeepEqual(r.View(), fresh.View()) {
+		t.Errorf("the driver's view differs from a fresh load:\n got %+v\nwant %+v", r.View(), fresh.View())
+	}
+	v := fresh.View()
+	if s := v.Steps.At(0); !utf8.ValidString(s.Observation.Content) || !strings.HasPrefix(s.Observation.Content, "result ok ") {
+		t.Errorf("recorded result %q, want valid UTF-8 with the text kept", s.Observation.Content)
+	}
+	wantEnd(t, v, projector.Failed, events.ReasonAgentError)
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/arbiter-run/arbiter/events"
 	"github.com/arbiter-run/arbiter/jsonform"
@@ -104,6 +105,8 @@ func Compile(t Tool) (*CompiledTool, error) {
 	switch {
 	case s.Name == "":
 		return nil, fmt.Errorf("%w: a tool has no name", ErrBadTool)
+	case !utf8.ValidString(s.Name) || !utf8.ValidString(s.Description):
+		return nil, bad("name or description is not valid UTF-8")
 	case !classes[s.SideEffect]:
 		return nil, bad("unknown side-effect class %q (want one of read_only, local_mutation, remote_mutation, destructive)", s.SideEffect)
 	case s.Timeout <= 0:
