@@ -86,7 +86,7 @@ agents:
 func TestConfig_RefusalsNameTheMistake(t *testing.T) {
 	for _, tc := range []struct {
 		name, text, want string
-		check          func(Config) error
+		check            func(Config) error
 	}{
 		{"unknown field", "tolls: []", "tolls", nil},
 		{"not yaml", "tools: [", "worker.yaml", nil},
