@@ -60,13 +60,12 @@ func TestWorker_StalledWorkerIsFencedOut(t *testing.T) {
 			if err := stalled.signal(syscall.SIGSTOP); err != nil {
 				t.Fatal(err)
 			}
-			stoppedAt := time.Now()
 
+			// The queue hands the run over once AckWait has passed since the
+			// stalled worker's last sign of life (which may be just before
+			// the SIGSTOP): no bound on the time is asserted here.
 			taker := mustStart(t, env, bin, workerOpts{})
 			v := waitStatus(ctx, t, env.d, run, tc.want)
-			if d := time.Since(stoppedAt); d < time.Second {
-				t.Fatalf("run taken over %s after the stall, before AckWait (1s) passed", d)
-			}
 			if tc.want == projector.Waiting {
 				if a := v.PendingApproval(); a == nil || a.Kind != driver.InterruptedSideEffect || a.Step != 1 {
 					t.Fatalf("taken-over run waits on %+v, want an %s approval for step 1", a, driver.InterruptedSideEffect)
