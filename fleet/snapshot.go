@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -41,11 +42,15 @@ func (q *Queue) Save(ctx context.Context, r *driver.Run) error {
 	if err != nil {
 		return fmt.Errorf("save snapshot of %s: %w", r.ID(), err)
 	}
-	b, err := json.Marshal(snapshot{Tail: r.Tail(), View: r.View()})
-	if err != nil {
+	// No HTML escaping: json.Marshal would escape the PolicyJSON the view
+	// holds, and the snapshot would no longer be the view.
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(snapshot{Tail: r.Tail(), View: r.View()}); err != nil {
 		return fmt.Errorf("save snapshot of %s: %w", r.ID(), err)
 	}
-	if _, err := kv.Put(ctx, r.ID(), b); err != nil {
+	if _, err := kv.Put(ctx, r.ID(), buf.Bytes()); err != nil {
 		return fmt.Errorf("save snapshot of %s: %w", r.ID(), err)
 	}
 	return nil

@@ -1,6 +1,7 @@
 package projector
 
 import (
+	"bytes"
 	"encoding/json"
 	"iter"
 )
@@ -113,9 +114,16 @@ func StepsOf(steps ...Step) Steps {
 	return s
 }
 
-// MarshalJSON writes the steps as a JSON array.
+// MarshalJSON writes the steps as a JSON array, without HTML escaping: the
+// PolicyJSON they hold must come back byte for byte.
 func (s Steps) MarshalJSON() ([]byte, error) {
-	return json.Marshal(s.Slice())
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(s.Slice()); err != nil {
+		return nil, err
+	}
+	return bytes.TrimRight(buf.Bytes(), "\n"), nil
 }
 
 // UnmarshalJSON reads a JSON array of steps.

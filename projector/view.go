@@ -56,7 +56,7 @@ type Run struct {
 	// Result is the terminal tool's result for a completed run.
 	Result string
 	Agent  string
-	Input  json.RawMessage
+	Input  json.RawMessage `json:",omitempty"`
 	Tools  []events.ToolSpec
 	Limits events.Limits
 	// Steps counts the steps decided.
@@ -120,6 +120,11 @@ type Stray struct {
 }
 
 // View is a run as its events say it is.
+//
+// A view survives encoding/json unchanged (a worker's snapshot), provided
+// the encoder does not escape HTML (json.Encoder.SetEscapeHTML(false)):
+// json.Marshal escapes the PolicyJSON a view holds, so it no longer reads
+// back byte for byte (TestView_JSONRoundTripIsExact).
 type View struct {
 	Run       Run
 	Steps     Steps
