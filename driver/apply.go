@@ -110,12 +110,11 @@ func (d *Driver) execute(ctx context.Context, r *Run, req policy.Request, body e
 	if err := d.append(ctx, r, r.ID(), events.StepPolicy, body); err != nil {
 		return err
 	}
-	return d.run(ctx, r, req.Step, req.Args)
+	return d.run(ctx, r, req.Step, d.tools[req.Tool.Name], req.Args)
 }
 
 // run executes step n's tool with args and records the observation.
-func (d *Driver) run(ctx context.Context, r *Run, n int, args json.RawMessage) error {
-	ct := d.tools[r.view.Step(n).Decision.Tool]
+func (d *Driver) run(ctx context.Context, r *Run, n int, ct *CompiledTool, args json.RawMessage) error {
 	kind, content := d.call(withCall(ctx, r.ID(), n), ct, args)
 	// A terminal tool's success ends the run on the loop's next turn.
 	return d.observe(ctx, r, n, kind, content)

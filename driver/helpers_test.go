@@ -11,7 +11,6 @@ import (
 	"github.com/arbiter-run/arbiter/approvals"
 	"github.com/arbiter-run/arbiter/driver"
 	"github.com/arbiter-run/arbiter/events"
-	"github.com/arbiter-run/arbiter/jsonform"
 	"github.com/arbiter-run/arbiter/policy"
 	"github.com/arbiter-run/arbiter/projector"
 	"github.com/arbiter-run/arbiter/testkit"
@@ -125,16 +124,6 @@ func appendEvent(t *testing.T, log *events.Log, run string, k events.Kind, b any
 		t.Fatalf("append %s to %s: %v", k, run, err)
 	}
 	return ev
-}
-
-// canon returns s in PolicyJSON form.
-func canon(t *testing.T, s string) json.RawMessage {
-	t.Helper()
-	b, err := jsonform.PolicyJSON([]byte(s))
-	if err != nil {
-		t.Fatalf("PolicyJSON(%s): %v", s, err)
-	}
-	return b
 }
 
 // spec returns the recorded spec of tool name among d's tools.
@@ -325,3 +314,6 @@ func approvalOf(t *testing.T, r *driver.Run, id string) projector.Approval {
 	}
 	return *a
 }
+
+// canon returns s in PolicyJSON form.
+func canon(t *testing.T, s string) json.RawMessage { return testkit.PolicyJSON(t, s) }

@@ -36,7 +36,7 @@ func (d *Driver) recover(ctx context.Context, r *Run, n int) error {
 			if err := d.append(ctx, r, r.ID(), events.StepInterrupted, events.InterruptedBody{Step: n, Resolution: events.ResolvedRerun}); err != nil {
 				return err
 			}
-			return d.run(ctx, r, n, args)
+			return d.run(ctx, r, n, ct, args)
 		}
 	}
 	return d.pauseInterrupted(ctx, r, n, args)

@@ -11,7 +11,6 @@ package faulttest
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -34,6 +33,7 @@ import (
 	"github.com/arbiter-run/arbiter/fleet"
 	"github.com/arbiter-run/arbiter/policy"
 	"github.com/arbiter-run/arbiter/projector"
+	"github.com/arbiter-run/arbiter/testkit"
 	"github.com/arbiter-run/arbiter/toolbox"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -372,24 +372,8 @@ func (p *proc) metrics(ctx context.Context) (map[string]float64, error) {
 	return out, sc.Err()
 }
 
-// syncBuffer is a bytes.Buffer safe for the process's writes and the
-// test's reads at once.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+// syncBuffer is testkit.SyncBuffer.
+type syncBuffer = testkit.SyncBuffer
 
 // ledgerEntry is one execution the sandbox's ledger recorded.
 type ledgerEntry struct {

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +13,7 @@ import (
 	"github.com/arbiter-run/arbiter/events"
 	"github.com/arbiter-run/arbiter/policy"
 	"github.com/arbiter-run/arbiter/replay"
+	"github.com/arbiter-run/arbiter/testkit"
 )
 
 var update = flag.Bool("update", false, "re-record testdata/runs/*.jsonl by driving real runs, and rewrite the golden reports")
@@ -91,25 +90,6 @@ func grantLine(g replay.GrantResult) string {
 func (r report) text() string {
 	sum, _ := json.MarshalIndent(r.sum, "", "  ")
 	return strings.Join(r.lines, "\n") + "\nsummary " + string(sum) + "\n"
-}
-
-// golden compares got with testdata/name, or rewrites it under -update.
-func golden(t *testing.T, name, got string) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("read golden: %v (write it with go test ./replay -update)", err)
-	}
-	if got != string(want) {
-		t.Errorf("report differs from %s (rewrite with -update if the change is right)\ngot:\n%s\nwant:\n%s", path, got, want)
-	}
 }
 
 // evaluation is a recorded policy evaluation as the fixture holds it.
@@ -193,3 +173,6 @@ func eventTime(t *testing.T, lines [][]byte, seq uint64) time.Time {
 	}
 	return e.Time
 }
+
+// golden compares got with testdata/name, or rewrites it under -update.
+func golden(t *testing.T, name, got string) { testkit.Golden(t, name, got, *update) }

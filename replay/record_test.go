@@ -12,7 +12,6 @@ import (
 	"github.com/arbiter-run/arbiter/approvals"
 	"github.com/arbiter-run/arbiter/driver"
 	"github.com/arbiter-run/arbiter/events"
-	"github.com/arbiter-run/arbiter/jsonform"
 	"github.com/arbiter-run/arbiter/policy"
 	"github.com/arbiter-run/arbiter/projector"
 	"github.com/arbiter-run/arbiter/testkit"
@@ -274,15 +273,6 @@ const (
 	unknownSpec = "deadbeef00000000000000000000000000000000000000000000000000000000"
 )
 
-func canon(t *testing.T, s string) json.RawMessage {
-	t.Helper()
-	b, err := jsonform.PolicyJSON([]byte(s))
-	if err != nil {
-		t.Fatalf("PolicyJSON(%s): %v", s, err)
-	}
-	return b
-}
-
 // view folds run from log.
 func view(t *testing.T, log *events.Log, run string) projector.View {
 	t.Helper()
@@ -369,3 +359,6 @@ func loadInto(t *testing.T, cfg events.Config, orig, lines [][]byte) *events.Log
 	}
 	return log
 }
+
+// canon returns s in PolicyJSON form.
+func canon(t *testing.T, s string) json.RawMessage { return testkit.PolicyJSON(t, s) }

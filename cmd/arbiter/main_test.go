@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -383,24 +382,8 @@ func TestShow_LabelsPresentation(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe to write from Watch's goroutines while
-// the test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+// syncBuffer is testkit.SyncBuffer.
+type syncBuffer = testkit.SyncBuffer
 
 // waitLine waits until some line of b contains every one of parts.
 func waitLine(t *testing.T, b *syncBuffer, parts ...string) {

@@ -81,24 +81,6 @@ func replayCmd(t *testing.T, args ...string) (int, string, string) {
 	return code, stdout.String(), stderr.String()
 }
 
-func golden(t *testing.T, name, got string) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("read golden: %v (write it with go test ./cmd/replay -update)", err)
-	}
-	if got != string(want) {
-		t.Errorf("output differs from %s (rewrite with -update if the change is right)\ngot:\n%s\nwant:\n%s", path, got, want)
-	}
-}
-
 func TestRun_ExitStatus(t *testing.T) {
 	fleet, grants := fixture(t, "fleet.jsonl"), fixture(t, "grants.jsonl")
 	fleetURL, grantsURL := serve(t, fleet, fleet), serve(t, grants, grants)
@@ -226,3 +208,6 @@ func TestRun_HelpExitsZero(t *testing.T) {
 		t.Errorf("got exit %d and %q, want 0 and the usage with the flags", code, out)
 	}
 }
+
+// golden compares got with testdata/name, or rewrites it under -update.
+func golden(t *testing.T, name, got string) { testkit.Golden(t, name, got, *update) }
