@@ -263,6 +263,27 @@ func TestFold_PrefixCloneIsUntouched(t *testing.T) {
 	})
 }
 
+// TestFold_StepsCopyIsUntouched: Steps is a value. A plain copy of a view
+// (no Clone) holds steps that folding the rest into the copy cannot change,
+// although the fold changes the copy's last step in place.
+func TestFold_StepsCopyIsUntouched(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		evs := drawHistory(t)
+		k := rapid.IntRange(1, len(evs)).Draw(t, "split")
+		v := foldAll(t, evs[:k])
+		c := v
+		for _, e := range evs[k:] {
+			if err := c.Apply(e); err != nil {
+				t.Fatalf("apply event %d (%s) to a copy: %v", e.Seq, e.Kind, err)
+			}
+		}
+		want := foldAll(t, evs[:k]).Steps.Slice()
+		if d := firstDiff("view.Steps", reflect.ValueOf(v.Steps.Slice()), reflect.ValueOf(want)); d != "" {
+			t.Fatalf("folding into a copy changed the original's steps: %s", d)
+		}
+	})
+}
+
 // TestFold_Deterministic: the same events give the same view, whether they
 // are the events a writer built or the ones a reader decodes from the
 // stored bytes.

@@ -3,6 +3,7 @@ package projector
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"iter"
 )
 
@@ -17,19 +18,31 @@ const chunk = 8
 // cost of a step independent of the steps before it, even though the agent
 // and the policy each get their own copy of the view every step.
 //
-// The fold never writes into a block another value may hold: a change to
-// the last step, or a new step, builds a new open block (at most chunk
-// steps, copied shallowly: the fold replaces a step's pointers, never
-// writes through them).
+// The fold changes only the last step, and the last step is held in the
+// value itself (last), not in a block: every copy of a Steps has its own, so
+// the fold changes it in place, with no allocation. The steps before it live
+// in blocks that are never written once built: full blocks of chunk steps,
+// shared by every copy, and one open block of fewer, replaced (never
+// appended to, since another copy may hold it) when a new step pushes the
+// last one into it. The fold replaces a step's pointers, never writes
+// through them, so sharing a step's pointers is safe too.
 //
 // The zero value is an empty sequence.
 type Steps struct {
-	frozen [][]Step // full blocks of exactly chunk steps; never modified
-	open   []Step   // the last block; replaced, never written, once shared
+	frozen  [][]Step // full blocks of exactly chunk steps; never modified
+	open    []Step   // fewer than chunk steps after the frozen ones; never modified
+	last    Step     // the last step, when hasLast
+	hasLast bool
 }
 
 // Len is the number of steps.
-func (s Steps) Len() int { return len(s.frozen)*chunk + len(s.open) }
+func (s Steps) Len() int {
+	n := len(s.frozen)*chunk + len(s.open)
+	if s.hasLast {
+		n++
+	}
+	return n
+}
 
 // At returns a copy of the i-th step (0-based). It panics if i is out of
 // range, as indexing a slice does.
@@ -39,10 +52,10 @@ func (s Steps) At(i int) Step {
 
 // Last returns a copy of the last step, and false if there is none.
 func (s Steps) Last() (Step, bool) {
-	if s.Len() == 0 {
+	if !s.hasLast {
 		return Step{}, false
 	}
-	return s.At(s.Len() - 1), true
+	return s.last.clone(), true
 }
 
 // All yields a copy of every step, in order.
@@ -66,42 +79,47 @@ func (s Steps) Slice() []Step {
 }
 
 func (s *Steps) ref(i int) *Step {
-	if i < len(s.frozen)*chunk {
+	before := len(s.frozen)*chunk + len(s.open)
+	switch {
+	case i < 0 || i > before || (i == before && !s.hasLast):
+		panic(fmt.Sprintf("projector: step index %d out of range [0:%d]", i, s.Len()))
+	case i == before:
+		return &s.last
+	case i < len(s.frozen)*chunk:
 		return &s.frozen[i/chunk][i%chunk]
 	}
 	return &s.open[i-len(s.frozen)*chunk]
 }
 
-// mut returns the i-th step for the fold to change, in a new open block of
-// this value's own. Only the last step is ever changed, and it always lives
-// in the open block (see push).
+// mut returns the i-th step for the fold to change. Only the last step is
+// ever changed, and it is this value's own (see Steps).
 func (s *Steps) mut(i int) *Step {
-	if i < len(s.frozen)*chunk {
-		panic("projector: a frozen step is never changed")
+	if !s.hasLast || i != s.Len()-1 {
+		panic("projector: only the last step is ever changed")
 	}
-	open := make([]Step, len(s.open), chunk)
-	copy(open, s.open)
-	s.open = open
-	return &s.open[i-len(s.frozen)*chunk]
+	return &s.last
 }
 
-// push appends a step in a new open block. A full open block is frozen
-// first, so the new step (the one the fold will change next) starts a fresh
-// block.
+// push appends a step: the last one moves into a new open block (a full
+// one is frozen), and st becomes the last.
 func (s *Steps) push(st Step) {
-	if len(s.open) == chunk {
-		// Cap the list so appending reallocates: its backing array may be
-		// shared with another value.
-		s.frozen = append(s.frozen[:len(s.frozen):len(s.frozen)], s.open)
-		s.open = nil
+	if s.hasLast {
+		open := make([]Step, len(s.open)+1)
+		copy(open, s.open)
+		open[len(s.open)] = s.last
+		if len(open) == chunk {
+			// Cap the list so appending reallocates: its backing array may
+			// be shared with another value.
+			s.frozen = append(s.frozen[:len(s.frozen):len(s.frozen)], open)
+			open = nil
+		}
+		s.open = open
 	}
-	open := make([]Step, len(s.open)+1, chunk)
-	copy(open, s.open)
-	open[len(s.open)] = st
-	s.open = open
+	s.last, s.hasLast = st, true
 }
 
-// clone shares everything: no block of s is ever written again.
+// clone shares everything: no block of s is ever written again, and the
+// last step is copied with the value.
 func (s Steps) clone() Steps { return s }
 
 // StepsOf builds a sequence from steps (copied), for tests and for views
