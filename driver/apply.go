@@ -13,10 +13,6 @@ import (
 	"github.com/arbiter-run/arbiter/projector"
 )
 
-func (d *Driver) request(r *Run, n int, ct *CompiledTool, args json.RawMessage) policy.Request {
-	return policy.Request{Run: r.ID(), Step: n, Tool: ct.Record, Args: args}
-}
-
 // apply acts on a policy's answer. It is the one place that does, for the
 // loop and for resume alike: allow records the write-ahead result and then
 // executes; deny and abort are recorded; require_approval records the

@@ -214,29 +214,69 @@ func foldRecords(v projector.View, tail, from events.Tail, recs []events.Record)
 // view. On any error r is unchanged; on [events.ErrConflict] the caller must
 // stop driving r.
 func (d *Driver) append(ctx context.Context, r *Run, run string, k events.Kind, body any) error {
+	p, err := d.begin(ctx, r, run, k, body)
+	if err != nil {
+		return err
+	}
+	return d.commit(ctx, r, p)
+}
+
+// pending is an event of r's on its way to the log, folded into a fork of
+// r's view while the server stores it. Nothing may act on the fork before
+// [Driver.commit] says the event was stored.
+type pending struct {
+	p    *events.Pending
+	k    events.Kind
+	body any
+	view projector.View // r's view with the event folded in, unless fold is set
+	fold error
+}
+
+// begin publishes one event of r's, fenced on r's tail, and folds it into a
+// fork of r's view. r is unchanged until commit.
+func (d *Driver) begin(ctx context.Context, r *Run, run string, k events.Kind, body any) (*pending, error) {
 	body, held := clean(body)
 	ev, err := events.New(run, k, body)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	ev.Time = d.cfg.Now().UTC()
 	if d.cfg.BeforeAppend != nil {
 		d.cfg.BeforeAppend(k, body)
 	}
 	start := time.Now()
-	rec, err := d.log.AppendRecord(ctx, r.tail, ev)
+	p, err := d.log.Begin(ctx, r.tail, ev)
+	if err != nil {
+		if d.cfg.OnAppend != nil {
+			d.cfg.OnAppend(k, body, time.Since(start), err)
+		}
+		return nil, err
+	}
+	pa := &pending{p: p, k: k, body: body, view: r.view.Fork()}
+	fold := body
+	if !held {
+		fold = nil // fold the stored bytes, decoded
+	}
+	if err := pa.view.ApplyWith(p.Event(), fold); err != nil {
+		pa.fold = fmt.Errorf("fold own event: %w", err)
+	}
+	return pa, nil
+}
+
+// commit waits for p's append and, once it is stored, makes r the view
+// folded with it. On any error r is unchanged.
+func (d *Driver) commit(ctx context.Context, r *Run, p *pending) error {
+	rec, err := p.p.Wait(ctx)
 	if d.cfg.OnAppend != nil {
-		d.cfg.OnAppend(k, body, time.Since(start), err)
+		d.cfg.OnAppend(p.k, p.body, p.p.Took(), err)
 	}
 	if err != nil {
 		return err
 	}
-	if !held {
-		body = nil // fold what was stored
+	if p.fold != nil {
+		return p.fold
 	}
-	if err := r.view.ApplyWith(rec.Event, body); err != nil {
-		return fmt.Errorf("fold own event: %w", err)
-	}
+	r.view = p.view
 	r.tail = rec.Tail()
 	return nil
 }

@@ -170,8 +170,11 @@ func TestDriver_ConflictStopsDriving(t *testing.T) {
 		l := testkit.NewLedger("send_email", events.RemoteMutation, toSchema)
 		// While the policy is deciding, another writer (here an operator's
 		// stray decision) moves the run on: the allow must not be recorded
-		// and the tool must not run.
+		// and the tool must not run. The policy may be asked while the
+		// decision is still being stored, so the intruder appends after
+		// it, once it is there.
 		intruder := policyFunc(func(ctx context.Context, req policy.Request, _ projector.View) (policy.Decision, error) {
+			waitForKind(t, log, req.Run, events.StepDecided)
 			appendEvent(t, log, req.Run, events.ApprovalDenied, events.DecisionBody{Approval: "none", Hash: "h", Decision: events.Deny, Operator: "U"})
 			return policy.Decision{Outcome: policy.Allow}, nil
 		})

@@ -126,6 +126,17 @@ func appendEvent(t *testing.T, log *events.Log, run string, k events.Kind, b any
 	return ev
 }
 
+// waitForKind waits (at most 10 s) until run has an event of kind k.
+func waitForKind(t *testing.T, log *events.Log, run string, k events.Kind) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		if len(ofKind(records(t, log, run), k)) > 0 {
+			return
+		}
+	}
+	t.Fatalf("run %s: no %s event after 10 s", run, k)
+}
+
 // spec returns the recorded spec of tool name among d's tools.
 func spec(t *testing.T, d *driver.Driver, name string) events.ToolSpec {
 	t.Helper()

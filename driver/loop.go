@@ -7,6 +7,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/arbiter-run/arbiter/events"
+	"github.com/arbiter-run/arbiter/policy"
 	"github.com/arbiter-run/arbiter/projector"
 )
 
@@ -94,10 +95,21 @@ func (d *Driver) advance(ctx context.Context, r *Run, agent Agent) (bool, error)
 		return true, d.append(ctx, r, r.ID(), events.RunFailed, events.EndBody{Reason: events.ReasonAgentError, Detail: err.Error()})
 	}
 	n := v.Steps.Len() + 1
-	if err := d.append(ctx, r, r.ID(), events.StepDecided, decidedBody(n, dec)); err != nil {
+	p, err := d.begin(ctx, r, r.ID(), events.StepDecided, decidedBody(n, dec))
+	if err != nil {
 		return false, err
 	}
-	return true, d.evaluate(ctx, r, n, nil)
+	// While the server stores the decision, check it and ask the policy,
+	// on the view that holds it: pure work, acted on only once the
+	// decision is stored (a refused append discards it).
+	var j judgement
+	if p.fold == nil {
+		j = d.judge(ctx, r.ID(), &p.view, n, nil)
+	}
+	if err := d.commit(ctx, r, p); err != nil {
+		return false, err
+	}
+	return true, d.act(ctx, r, j)
 }
 
 // decidedBody records a decision exactly: the argument bytes as a string
@@ -157,23 +169,50 @@ func toolsEqual(a, b []events.ToolSpec) bool {
 // schema, asks the policy, and acts on its answer. grant is the verified
 // approval being resumed, or nil.
 func (d *Driver) evaluate(ctx context.Context, r *Run, n int, grant *projector.Approval) error {
-	s := r.view.Step(n)
+	return d.act(ctx, r, d.judge(ctx, r.ID(), &r.view, n, grant))
+}
+
+// judgement is what checking a step and asking the policy came to, before
+// anything is recorded: an observation refusing the request (kind set), or
+// the policy's answer to req.
+type judgement struct {
+	n             int
+	kind, content string
+	req           policy.Request
+	dec           policy.Decision
+	err           error
+	grant         *projector.Approval
+}
+
+// judge checks step n of v against its tool's schema and asks the policy.
+// It records nothing and changes nothing.
+func (d *Driver) judge(ctx context.Context, run string, v *projector.View, n int, grant *projector.Approval) judgement {
+	s := v.Step(n)
 	ct := d.tools[s.Decision.Tool]
 	if ct == nil {
-		return d.observe(ctx, r, n, events.ObsUnknownTool, fmt.Sprintf("no tool named %q (tools: %s)", s.Decision.Tool, d.toolNames()))
+		return judgement{n: n, kind: events.ObsUnknownTool, content: fmt.Sprintf("no tool named %q (tools: %s)", s.Decision.Tool, d.toolNames())}
 	}
 	raw := s.Decision.RawArgs()
 	args, err := ct.Check(raw)
 	if err != nil {
 		var ae *ArgsError
 		if errors.As(err, &ae) && ae.Malformed() {
-			return d.observe(ctx, r, n, events.ObsInvalidDecision, fmt.Sprintf("%v; the request as sent: %q", err, raw))
+			return judgement{n: n, kind: events.ObsInvalidDecision, content: fmt.Sprintf("%v; the request as sent: %q", err, raw)}
 		}
-		return d.observe(ctx, r, n, events.ObsInvalidArguments, err.Error())
+		return judgement{n: n, kind: events.ObsInvalidArguments, content: err.Error()}
 	}
-	req := d.request(r, n, ct, args)
-	dec, err := d.policy.Evaluate(ctx, req.Copy(), r.view.Clone())
-	return d.apply(ctx, r, req, dec, err, grant)
+	req := policy.Request{Run: run, Step: n, Tool: ct.Record, Args: args}
+	dec, err := d.policy.Evaluate(ctx, req.Copy(), v.Clone())
+	return judgement{n: n, req: req, dec: dec, err: err, grant: grant}
+}
+
+// act records a judgement: the refusing observation, or the policy's
+// answer (see [Driver.apply]).
+func (d *Driver) act(ctx context.Context, r *Run, j judgement) error {
+	if j.kind != "" {
+		return d.observe(ctx, r, j.n, j.kind, j.content)
+	}
+	return d.apply(ctx, r, j.req, j.dec, j.err, j.grant)
 }
 
 func (d *Driver) toolNames() string {

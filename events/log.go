@@ -5,10 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/cespare/xxhash/v2"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -74,6 +74,10 @@ type Log struct {
 	js      jetstream.JetStream
 	cfg     Config
 	streams []jetstream.Stream // handles by shard, looked up once
+
+	pubOnce sync.Once
+	pub     *publisher
+	pubErr  error
 }
 
 // Open creates or updates the runs streams described by cfg and returns the
@@ -237,37 +241,11 @@ func (l *Log) Append(ctx context.Context, tail Tail, ev Event) (Tail, error) {
 
 // AppendRecord is [Log.Append] returning the stored record.
 func (l *Log) AppendRecord(ctx context.Context, tail Tail, ev Event) (Record, error) {
-	if err := ValidRunID(ev.Run); err != nil {
-		return Record{}, fmt.Errorf("append: %w", err)
-	}
-	if err := ev.Kind.check(); err != nil {
-		return Record{}, fmt.Errorf("append to run %s: %w", ev.Run, err)
-	}
-	ev.V = FormatVersion
-	ev.Seq = tail.Count + 1
-	ev.Prev = tail.Hash
-	data, err := ev.Encode()
+	p, err := l.Begin(ctx, tail, ev)
 	if err != nil {
 		return Record{}, err
 	}
-	msg := &nats.Msg{Subject: l.Subject(ev.Run, ev.Kind), Data: data}
-	ack, err := l.js.PublishMsg(ctx, msg,
-		jetstream.WithMsgID(ev.ID),
-		jetstream.WithExpectLastSequenceForSubject(tail.Seq, l.RunFilter(ev.Run)))
-	if err == nil {
-		return Record{Event: ev, Data: data, Stream: ack.Stream, StreamSeq: ack.Sequence}, nil
-	}
-	// A lost race, or an attempt whose outcome we do not know: the event may
-	// be ours already (stored, ack lost). Only the run's last message says.
-	if isConflict(err) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) || errors.Is(err, jetstream.ErrNoStreamResponse) {
-		if last, lerr := l.last(ctx, ev.Run); lerr == nil && last != nil && last.Header.Get(jetstream.MsgIDHeader) == ev.ID {
-			return Record{Event: ev, Data: last.Data, Stream: l.StreamName(l.Shard(ev.Run)), StreamSeq: last.Sequence}, nil
-		}
-		if isConflict(err) {
-			return Record{}, fmt.Errorf("append %s to run %s at %d: %w", ev.Kind, ev.Run, ev.Seq, ErrConflict)
-		}
-	}
-	return Record{}, fmt.Errorf("append %s to run %s: %w", ev.Kind, ev.Run, err)
+	return p.Wait(ctx)
 }
 
 // last returns the run's last stored message, or nil if the run has none.

@@ -284,6 +284,29 @@ func TestFold_StepsCopyIsUntouched(t *testing.T) {
 	})
 }
 
+// TestFold_ForkIsUntouched: folding the rest of a history into a fork of a
+// view (what a writer does with an event it is still appending) leaves the
+// view as it was, and the fork ends as the whole history's view.
+func TestFold_ForkIsUntouched(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		evs := drawHistory(t)
+		k := rapid.IntRange(1, len(evs)).Draw(t, "split")
+		v := foldAll(t, evs[:k])
+		f := v.Fork()
+		for _, e := range evs[k:] {
+			if err := f.Apply(e); err != nil {
+				t.Fatalf("apply event %d (%s) to a fork: %v", e.Seq, e.Kind, err)
+			}
+		}
+		if d := diff(v, foldAll(t, evs[:k])); d != "" {
+			t.Fatalf("folding into the fork changed the original: %s", d)
+		}
+		if d := diff(f, foldAll(t, evs)); d != "" {
+			t.Fatalf("fork then rest differs from all: %s", d)
+		}
+	})
+}
+
 // TestFold_Deterministic: the same events give the same view, whether they
 // are the events a writer built or the ones a reader decodes from the
 // stored bytes.

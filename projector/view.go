@@ -9,6 +9,7 @@ package projector
 
 import (
 	"encoding/json"
+	"slices"
 	"time"
 
 	"github.com/arbiter-run/arbiter/events"
@@ -191,6 +192,18 @@ func (v View) Clone() View {
 	c.Strays = cloneSlice(v.Strays)
 	c.Refusals = cloneSlice(v.Refusals)
 	return c
+}
+
+// Fork returns a copy of v to fold into while v stays as it is: what the
+// fold changes in place (the approvals) is copied, everything else is
+// shared. Unlike [View.Clone] it does not protect v from a holder who
+// writes into the copy's slices; it is for a writer that folds an event it
+// is still appending, and keeps the fork only once the append is made.
+func (v View) Fork() View {
+	if v.Approvals != nil {
+		v.Approvals = slices.Clone(v.Approvals)
+	}
+	return v
 }
 
 func (s Step) clone() Step {

@@ -1,0 +1,290 @@
+package events
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Pending is an append on its way: published, its acknowledgement not yet
+// awaited. [Log.Begin] returns one so that a writer can do work that does not
+// depend on the append's outcome (folding the event, checking what comes
+// next) while the server stores it; it must not act on that work until
+// [Pending.Wait] says the append was made.
+//
+// Wait must be called exactly once; a Pending is not safe for concurrent use.
+type Pending struct {
+	l     *Log
+	rec   Record
+	tail  Tail
+	msg   *nats.Msg
+	ch    chan ack
+	token string
+	sent  time.Time // the last publish
+	took  time.Duration
+}
+
+// ack is a reply to an append, with when it arrived.
+type ack struct {
+	m  *nats.Msg
+	at time.Time
+}
+
+// Took returns how long the append took, from its publish to the arrival of
+// its acknowledgement (or to Wait giving up), however late Wait was called.
+func (p *Pending) Took() time.Duration { return p.took }
+
+// Event returns the event as it is being stored: with its position and the
+// hash of the event before it filled in.
+func (p *Pending) Event() Event { return p.rec.Event }
+
+// Begin starts appending ev to its run, fenced on tail, exactly as
+// [Log.AppendRecord] does, but returns as soon as the event is published.
+// An invalid event, or a publish the connection refuses, is an error at
+// once; the outcome of the append is [Pending.Wait]'s.
+func (l *Log) Begin(ctx context.Context, tail Tail, ev Event) (*Pending, error) {
+	if err := ValidRunID(ev.Run); err != nil {
+		return nil, fmt.Errorf("append: %w", err)
+	}
+	if err := ev.Kind.check(); err != nil {
+		return nil, fmt.Errorf("append to run %s: %w", ev.Run, err)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("append %s to run %s: %w", ev.Kind, ev.Run, err)
+	}
+	ev.V = FormatVersion
+	ev.Seq = tail.Count + 1
+	ev.Prev = tail.Hash
+	data, err := ev.Encode()
+	if err != nil {
+		return nil, err
+	}
+	pub, err := l.publisher()
+	if err != nil {
+		return nil, fmt.Errorf("append %s to run %s: %w", ev.Kind, ev.Run, err)
+	}
+	p := &Pending{
+		l: l, tail: tail,
+		rec: Record{Event: ev, Data: data, Stream: l.StreamName(l.Shard(ev.Run))},
+		msg: &nats.Msg{
+			Subject: l.Subject(ev.Run, ev.Kind),
+			Data:    data,
+			// Set directly: the keys are already in canonical form.
+			Header: nats.Header{
+				jetstream.MsgIDHeader:                   {ev.ID},
+				jetstream.ExpectedLastSubjSeqHeader:     {strconv.FormatUint(tail.Seq, 10)},
+				jetstream.ExpectedLastSubjSeqSubjHeader: {l.RunFilter(ev.Run)},
+			},
+		},
+		ch: make(chan ack, 1),
+	}
+	if err := pub.send(p); err != nil {
+		return nil, fmt.Errorf("append %s to run %s: %w", ev.Kind, ev.Run, err)
+	}
+	return p, nil
+}
+
+// Publish retries after "no responders" (a stream leader being elected), as
+// the JetStream client does for a synchronous publish: the event id makes a
+// repeat harmless.
+const (
+	publishRetries   = 2
+	publishRetryWait = 250 * time.Millisecond
+	// publishTimeout bounds the wait for an ack when ctx sets no deadline,
+	// as the JetStream client's default API timeout does.
+	publishTimeout = 5 * time.Second
+)
+
+// Wait waits for the append's acknowledgement and returns the stored
+// record, or the reason there is none: an error wrapping [ErrConflict] when
+// another writer appended to the run first. An append whose outcome is not
+// known (its ack lost, the wait cut short) is recognised as made when the
+// run's last event is this one.
+func (p *Pending) Wait(ctx context.Context) (Record, error) {
+	ev := p.rec.Event
+	seq, err := p.await(ctx)
+	if err == nil {
+		p.rec.StreamSeq = seq
+		return p.rec, nil
+	}
+	// A lost race, or an attempt whose outcome we do not know: the event may
+	// be ours already (stored, ack lost). Only the run's last message says.
+	if isConflict(err) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) || errors.Is(err, jetstream.ErrNoStreamResponse) {
+		last, lerr := p.l.last(ctx, ev.Run)
+		if lerr == nil && last != nil && last.Header.Get(jetstream.MsgIDHeader) == ev.ID {
+			return Record{Event: ev, Data: last.Data, Stream: p.rec.Stream, StreamSeq: last.Sequence}, nil
+		}
+		if isConflict(err) {
+			return Record{}, fmt.Errorf("append %s to run %s at %d: %w", ev.Kind, ev.Run, ev.Seq, ErrConflict)
+		}
+	}
+	return Record{}, fmt.Errorf("append %s to run %s: %w", ev.Kind, ev.Run, err)
+}
+
+// await waits for the ack, republishing after "no responders".
+func (p *Pending) await(ctx context.Context) (uint64, error) {
+	var expire <-chan time.Time
+	if _, ok := ctx.Deadline(); !ok {
+		t := time.NewTimer(publishTimeout)
+		defer t.Stop()
+		expire = t.C
+	}
+	pub := p.l.pub
+	start := p.sent
+	defer func() {
+		if p.took == 0 {
+			p.took = time.Since(start)
+		}
+	}()
+	for attempt := 0; ; attempt++ {
+		select {
+		case a := <-p.ch:
+			m := a.m
+			if !noResponders(m) {
+				p.took = a.at.Sub(start)
+				return parseAck(m.Data)
+			}
+			if attempt >= publishRetries {
+				return 0, jetstream.ErrNoStreamResponse
+			}
+			select {
+			case <-time.After(publishRetryWait):
+			case <-ctx.Done():
+				return 0, ctx.Err()
+			case <-expire:
+				return 0, nats.ErrTimeout
+			case <-pub.closed:
+				return 0, nats.ErrConnectionClosed
+			}
+			if err := pub.send(p); err != nil {
+				return 0, err
+			}
+		case <-ctx.Done():
+			pub.forget(p.token)
+			return 0, ctx.Err()
+		case <-expire:
+			pub.forget(p.token)
+			return 0, nats.ErrTimeout
+		case <-pub.closed:
+			pub.forget(p.token)
+			return 0, nats.ErrConnectionClosed
+		}
+	}
+}
+
+// noResponders reports the server's "no responders" status: nothing
+// subscribes to the subject (no stream, or no leader yet).
+func noResponders(m *nats.Msg) bool {
+	return len(m.Data) == 0 && m.Header.Get("Status") == "503"
+}
+
+// parseAck reads a JetStream publish acknowledgement.
+func parseAck(b []byte) (uint64, error) {
+	var ack struct {
+		Error  *jetstream.APIError `json:"error"`
+		Stream string              `json:"stream"`
+		Seq    uint64              `json:"seq"`
+	}
+	if err := json.Unmarshal(b, &ack); err != nil {
+		return 0, fmt.Errorf("%w: %q", jetstream.ErrInvalidJSAck, b)
+	}
+	if ack.Error != nil {
+		return 0, fmt.Errorf("nats: %w", ack.Error)
+	}
+	if ack.Stream == "" || ack.Seq == 0 {
+		return 0, fmt.Errorf("%w: %q", jetstream.ErrInvalidJSAck, b)
+	}
+	return ack.Seq, nil
+}
+
+// publisher sends a log's appends with a reply subject of its own and routes
+// each ack to the append waiting for it: one subscription on a wildcard
+// inbox (under the connection's inbox prefix), one token per attempt.
+type publisher struct {
+	nc     *nats.Conn
+	base   string // "<inbox>."
+	sub    *nats.Subscription
+	closed chan struct{} // closed when the connection is
+
+	mu   sync.Mutex
+	next uint64
+	wait map[string]chan ack
+}
+
+// publisher returns the log's publisher, subscribing its inbox on first use.
+func (l *Log) publisher() (*publisher, error) {
+	l.pubOnce.Do(func() {
+		nc := l.js.Conn()
+		p := &publisher{nc: nc, base: nc.NewInbox() + ".", wait: map[string]chan ack{}, closed: make(chan struct{})}
+		// An ack will never come on a closed connection: waiters must
+		// hear of it at once, as a synchronous request does.
+		status := nc.StatusChanged(nats.CLOSED)
+		go func() {
+			<-status
+			close(p.closed)
+		}()
+		if nc.IsClosed() {
+			l.pubErr = nats.ErrConnectionClosed
+			return
+		}
+		sub, err := nc.Subscribe(p.base+"*", p.route)
+		if err != nil {
+			l.pubErr = fmt.Errorf("subscribe to acks on %s*: %w", p.base, err)
+			return
+		}
+		// Acks arrive as fast as appends are made: never drop one for a
+		// slow consumer limit.
+		if err := sub.SetPendingLimits(-1, -1); err != nil {
+			l.pubErr = fmt.Errorf("ack subscription: %w", err)
+			return
+		}
+		p.sub = sub
+		l.pub = p
+	})
+	return l.pub, l.pubErr
+}
+
+// send publishes p's message under a fresh token.
+func (b *publisher) send(p *Pending) error {
+	b.mu.Lock()
+	b.next++
+	tok := strconv.FormatUint(b.next, 36)
+	b.wait[tok] = p.ch
+	b.mu.Unlock()
+	p.token = tok
+	p.msg.Reply = b.base + tok
+	if p.sent.IsZero() {
+		p.sent = time.Now()
+	}
+	if err := b.nc.PublishMsg(p.msg); err != nil {
+		b.forget(tok)
+		return err
+	}
+	return nil
+}
+
+func (b *publisher) forget(tok string) {
+	b.mu.Lock()
+	delete(b.wait, tok)
+	b.mu.Unlock()
+}
+
+// route hands an ack to the append waiting for it; one nobody waits for
+// any more (it gave up) is dropped.
+func (b *publisher) route(m *nats.Msg) {
+	tok := m.Subject[len(b.base):]
+	b.mu.Lock()
+	ch, ok := b.wait[tok]
+	delete(b.wait, tok)
+	b.mu.Unlock()
+	if ok {
+		ch <- ack{m, time.Now()} // buffered: one reply per token
+	}
+}

@@ -1,0 +1,203 @@
+package events_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/arbiter-run/arbiter/events"
+	"github.com/arbiter-run/arbiter/testkit"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// TestBegin_StoredBeforeWait: Begin publishes at once; the event is in the
+// log before anyone waits for its ack, and Wait then returns the record
+// Append would have.
+func TestBegin_StoredBeforeWait(t *testing.T) {
+	ctx := ctxT(t)
+	l := testkit.JetStream(t).Log(t, events.Config{})
+	t0 := startRun(t, ctx, l, "r")
+	ev := mustEvent(t, "r", events.StepDecided, events.StepDecidedBody{Step: 1, Tool: "x"})
+	p, err := l.Begin(ctx, t0, ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := p.Event(); got.Seq != t0.Count+1 || got.Prev != t0.Hash || got.ID != ev.ID {
+		t.Fatalf("pending event: seq %d prev %q id %s, want seq %d prev %q id %s", got.Seq, got.Prev, got.ID, t0.Count+1, t0.Hash, ev.ID)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		tail, err := l.Tail(ctx, "r")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tail.Count == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("event not stored 10 s after Begin (tail %+v)", tail)
+		}
+	}
+	rec, err := p.Wait(ctx)
+	if err != nil {
+		t.Fatalf("wait: %v", err)
+	}
+	tail, err := l.Tail(ctx, "r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Tail() != tail {
+		t.Errorf("record's tail %+v, log's %+v", rec.Tail(), tail)
+	}
+	if p.Took() <= 0 {
+		t.Errorf("Took: %s, want the time to the ack", p.Took())
+	}
+}
+
+// TestBegin_AcksReachTheirOwnWaiter: many appends in flight at once, on
+// many runs, waited for in the reverse order: each Wait gets its own
+// append's ack, so every tail is the one the log holds.
+func TestBegin_AcksReachTheirOwnWaiter(t *testing.T) {
+	const runs = 64
+	ctx := ctxT(t)
+	l := testkit.JetStream(t).Log(t, events.Config{})
+	tails := make([]events.Tail, runs)
+	for i := range tails {
+		tails[i] = startRun(t, ctx, l, fmt.Sprintf("r%d", i))
+	}
+	var mu sync.Mutex
+	ps := make([]*events.Pending, runs)
+	var wg sync.WaitGroup
+	for i := range ps {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ev, err := events.New(fmt.Sprintf("r%d", i), events.StepDecided, events.StepDecidedBody{Step: 1, Tool: "x"})
+			if err == nil {
+				var p *events.Pending
+				p, err = l.Begin(ctx, tails[i], ev)
+				mu.Lock()
+				ps[i] = p
+				mu.Unlock()
+			}
+			if err != nil {
+				t.Errorf("begin r%d: %v", i, err)
+			}
+		}()
+	}
+	wg.Wait()
+	for i := runs - 1; i >= 0; i-- {
+		if ps[i] == nil {
+			continue
+		}
+		rec, err := ps[i].Wait(ctx)
+		if err != nil {
+			t.Fatalf("wait r%d: %v", i, err)
+		}
+		want, err := l.Tail(ctx, fmt.Sprintf("r%d", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rec.Event.Run != fmt.Sprintf("r%d", i) || rec.Tail() != want {
+			t.Errorf("r%d: record of run %s tail %+v, log says %+v", i, rec.Event.Run, rec.Tail(), want)
+		}
+	}
+}
+
+// TestBegin_ConflictAtWait: a fence that no longer holds is found out at
+// Wait, as ErrConflict.
+func TestBegin_ConflictAtWait(t *testing.T) {
+	ctx := ctxT(t)
+	l := testkit.JetStream(t).Log(t, events.Config{})
+	t0 := startRun(t, ctx, l, "r")
+	if _, err := l.Append(ctx, t0, mustEvent(t, "r", events.StepDecided, events.StepDecidedBody{Step: 1, Tool: "first"})); err != nil {
+		t.Fatal(err)
+	}
+	p, err := l.Begin(ctx, t0, mustEvent(t, "r", events.StepDecided, events.StepDecidedBody{Step: 1, Tool: "late"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Wait(ctx); !errors.Is(err, events.ErrConflict) {
+		t.Fatalf("wait on a stale tail: got %v, want ErrConflict", err)
+	}
+}
+
+// TestWait_ConnectionClosed: an ack cannot come on a closed connection, and
+// Wait says so at once (ErrConnectionClosed, not its 5 s timeout, nor the
+// retries after "no responders"); Begin on a closed connection is refused.
+func TestWait_ConnectionClosed(t *testing.T) {
+	ctx := ctxT(t)
+	env := testkit.JetStream(t)
+	l := env.Log(t, events.Config{})
+	t0 := startRun(t, ctx, l, "r")
+	// With no stream the reply is "no responders", so no ack can race the
+	// close: Wait is waiting to publish again when the connection goes.
+	if err := env.JS.DeleteStream(ctx, l.StreamName(0)); err != nil {
+		t.Fatal(err)
+	}
+	p, err := l.Begin(ctx, t0, mustEvent(t, "r", events.StepDecided, events.StepDecidedBody{Step: 1, Tool: "x"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env.Conn.Close()
+	if _, err := p.Wait(context.Background()); !errors.Is(err, nats.ErrConnectionClosed) {
+		t.Fatalf("wait with the connection closed: got %v, want an error wrapping nats.ErrConnectionClosed", err)
+	}
+	if _, err := l.Begin(ctx, t0, mustEvent(t, "r", events.StepDecided, events.StepDecidedBody{Step: 1, Tool: "y"})); !errors.Is(err, nats.ErrConnectionClosed) {
+		t.Fatalf("Begin on a closed connection: got %v, want an error wrapping nats.ErrConnectionClosed", err)
+	}
+}
+
+// TestWait_NoStream: with no stream to take the event, the publish is
+// retried ("no responders" while a leader is elected), then refused with
+// ErrNoStreamResponse.
+func TestWait_NoStream(t *testing.T) {
+	ctx := ctxT(t)
+	env := testkit.JetStream(t)
+	l := env.Log(t, events.Config{})
+	t0 := startRun(t, ctx, l, "r")
+	if err := env.JS.DeleteStream(ctx, l.StreamName(0)); err != nil {
+		t.Fatal(err)
+	}
+	p, err := l.Begin(ctx, t0, mustEvent(t, "r", events.StepDecided, events.StepDecidedBody{Step: 1, Tool: "x"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Wait(ctx); !errors.Is(err, jetstream.ErrNoStreamResponse) {
+		t.Fatalf("append with no stream: got %v, want ErrNoStreamResponse", err)
+	}
+}
+
+// TestWait_CancelledThenLateAck: a Wait cut short reports its context's
+// error; the ack that comes later is dropped, and the log goes on taking
+// appends.
+func TestWait_CancelledThenLateAck(t *testing.T) {
+	ctx := ctxT(t)
+	l := testkit.JetStream(t).Log(t, events.Config{})
+	t0 := startRun(t, ctx, l, "r")
+	p, err := l.Begin(ctx, t0, mustEvent(t, "r", events.StepDecided, events.StepDecidedBody{Step: 1, Tool: "x"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := p.Wait(cancelled); !errors.Is(err, context.Canceled) {
+		t.Fatalf("wait with a cancelled context: got %v, want context.Canceled", err)
+	}
+	// The event was published: it is stored whatever the waiter did.
+	var tail events.Tail
+	for deadline := time.Now().Add(10 * time.Second); tail.Count != 2; time.Sleep(time.Millisecond) {
+		if tail, err = l.Tail(ctx, "r"); err != nil {
+			t.Fatal(err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("tail 10 s after the cancelled wait: %+v, want the event stored", tail)
+		}
+	}
+	if _, err := l.Append(ctx, tail, mustEvent(t, "r", events.StepObserved, events.ObservedBody{Step: 1, Kind: events.ObsResult})); err != nil {
+		t.Fatalf("append after a cancelled wait: %v", err)
+	}
+}
