@@ -70,6 +70,9 @@ func NewID() string {
 }
 
 func marshalBody(body any) (json.RawMessage, error) {
+	if b, ok := appendBody(nil, body); ok {
+		return b, nil
+	}
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
@@ -98,7 +101,9 @@ func (e Event) Encode() ([]byte, error) {
 	b = append(b, `,"kind":`...)
 	b = appendString(b, string(e.Kind))
 	b = append(b, `,"time":`...)
-	b = appendString(b, e.Time.Format(time.RFC3339Nano))
+	b = append(b, '"')
+	b = e.Time.AppendFormat(b, time.RFC3339Nano)
+	b = append(b, '"')
 	if e.Prev != "" {
 		b = append(b, `,"prev":`...)
 		b = appendString(b, e.Prev)

@@ -1,0 +1,82 @@
+package events
+
+import (
+	"bytes"
+	"encoding/json"
+	"testing"
+
+	"pgregory.net/rapid"
+)
+
+// referenceJSON is what encoding/json writes for body, without HTML
+// escaping, or an error.
+func referenceJSON(body any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(body); err != nil {
+		return nil, err
+	}
+	return bytes.TrimRight(buf.Bytes(), "\n"), nil
+}
+
+// drawText draws strings that exercise every escaping path: plain ASCII,
+// quotes and backslashes, control bytes, HTML characters, U+2028, other
+// Unicode, and invalid UTF-8.
+func drawText(t *rapid.T, label string) string {
+	return rapid.OneOf(
+		rapid.Just(""),
+		rapid.StringMatching(`[a-z_]{1,12}`),
+		rapid.String(),
+		rapid.SampledFrom([]string{"a\"b", `back\slash`, "tab\there", "nl\n", "\x00\x1f", "<&>", "\u2028\u2029", "é ü 日本", "\xff\xfe bad", "a\xc3"}),
+	).Draw(t, label)
+}
+
+func drawArgs(t *rapid.T) json.RawMessage {
+	return json.RawMessage(rapid.SampledFrom([]string{
+		"", `{}`, `{"n":12}`, `{ "a" : [1, 2,  3] }`, "{\n\t\"x\": \"<&>\"\n}", `"just a string"`, `[true,null]`, `{"bad":`, `nope`, `{"u":"\u2028"}`,
+	}).Draw(t, "args"))
+}
+
+// TestBodyJSON_SameAsEncodingJSON: the hand encoders write exactly what
+// encoding/json writes, and leave to it every body they cannot (so its
+// errors stay its own).
+func TestBodyJSON_SameAsEncodingJSON(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		var body any
+		switch rapid.IntRange(0, 2).Draw(t, "kind") {
+		case 0:
+			b := StepDecidedBody{
+				Step: rapid.IntRange(-1, 1<<40).Draw(t, "step"), Tool: drawText(t, "tool"), Args: drawText(t, "args"),
+				CallID: drawText(t, "call_id"), Reason: drawText(t, "reason"),
+			}
+			if rapid.Bool().Draw(t, "bytes") {
+				b.ArgsBytes = []byte(drawText(t, "args_bytes"))
+			}
+			body = b
+		case 1:
+			b := PolicyBody{
+				Step: rapid.IntRange(0, 1<<20).Draw(t, "step"), Outcome: drawText(t, "outcome"), Reason: drawText(t, "reason"),
+				PolicyID: drawText(t, "policy_id"), Args: drawArgs(t), ToolHash: drawText(t, "tool_hash"),
+				Consumes: drawText(t, "consumes"), Origin: drawText(t, "origin"), Resume: rapid.Bool().Draw(t, "resume"),
+			}
+			if rapid.Bool().Draw(t, "approval") {
+				b.Approval = &ApprovalRequest{ID: "a1", Kind: drawText(t, "approval_kind"), Hash: "h"}
+			}
+			body = b
+		default:
+			body = ObservedBody{
+				Step: rapid.IntRange(0, 1<<20).Draw(t, "step"), Kind: drawText(t, "kind"),
+				Content: drawText(t, "content"), Truncated: rapid.Bool().Draw(t, "truncated"),
+			}
+		}
+		want, wantErr := referenceJSON(body)
+		got, err := marshalBody(body)
+		if (err != nil) != (wantErr != nil) {
+			t.Fatalf("%#v: error %v, encoding/json's %v", body, err, wantErr)
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatalf("%#v:\n got %s\nwant %s", body, got, want)
+		}
+	})
+}
