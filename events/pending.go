@@ -185,8 +185,48 @@ func noResponders(m *nats.Msg) bool {
 	return len(m.Data) == 0 && m.Header.Get("Status") == "503"
 }
 
-// parseAck reads a JetStream publish acknowledgement.
+// parseAck reads a JetStream publish acknowledgement. The common one,
+// {"stream":"<name>","seq":<n>} and nothing else, is read directly; any
+// other (an error, a duplicate, a domain) goes through encoding/json.
 func parseAck(b []byte) (uint64, error) {
+	if seq, ok := plainAck(b); ok {
+		return seq, nil
+	}
+	return decodeAck(b)
+}
+
+// plainAck reads {"stream":"<name>","seq":<n>} exactly, with a name of
+// plain characters and n a positive decimal, and false for anything else.
+func plainAck(b []byte) (uint64, bool) {
+	const head, mid = `{"stream":"`, `","seq":`
+	if len(b) < len(head) || string(b[:len(head)]) != head {
+		return 0, false
+	}
+	i := len(head)
+	for ; i < len(b) && b[i] != '"'; i++ {
+		if c := b[i]; c == '\\' || c < 0x20 || c >= 0x7f {
+			return 0, false
+		}
+	}
+	if i == len(head) || len(b)-i < len(mid) || string(b[i:i+len(mid)]) != mid {
+		return 0, false
+	}
+	i += len(mid)
+	start := i
+	var seq uint64
+	for ; i < len(b) && b[i] >= '0' && b[i] <= '9'; i++ {
+		if i-start >= 19 { // beyond what surely fits: let encoding/json judge
+			return 0, false
+		}
+		seq = seq*10 + uint64(b[i]-'0')
+	}
+	if i == start || b[start] == '0' || i != len(b)-1 || b[i] != '}' {
+		return 0, false
+	}
+	return seq, true
+}
+
+func decodeAck(b []byte) (uint64, error) {
 	var ack struct {
 		Error  *jetstream.APIError `json:"error"`
 		Stream string              `json:"stream"`

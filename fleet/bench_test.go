@@ -97,17 +97,25 @@ func benchTemplate(b *testing.B, ctx context.Context, d *driver.Driver, steps in
 	return out
 }
 
-// bareRun appends tmpl's events to a new run as fenced Appends through the
-// log: what driving the run costs in appends alone. pause, when set, is
-// called after each step.policy (the tool's time).
+// bareRun appends tmpl's events to a new run, one fenced append after
+// another: what driving the run costs in appends alone. Two ways:
+//
+//   - raw (js set): the bare fenced append, a JetStream publish of the
+//     event's bytes, encoded and chained beforehand, with the run's fence
+//     and the event id, through the JetStream client (the floor the
+//     foundation's BenchmarkAppendRatio measures Log.Append against);
+//   - through events.Log.Append, which also encodes, hashes and checks
+//     every event: Arbiter's own append.
 type bareRun struct {
 	log  *events.Log
+	js   jetstream.JetStream
 	id   string
 	tail events.Tail
 	evs  []events.Event
+	msgs []*nats.Msg // raw: subject and bytes of each event
 }
 
-func newBareRun(b *testing.B, ctx context.Context, log *events.Log, tmpl []events.Event) *bareRun {
+func newBareRun(b *testing.B, ctx context.Context, log *events.Log, js jetstream.JetStream, tmpl []events.Event) *bareRun {
 	b.Helper()
 	// A run id as long as a driven one ("tmpl-" + ULID), so bodies and
 	// envelopes are the same size.
@@ -120,21 +128,42 @@ func newBareRun(b *testing.B, ctx context.Context, log *events.Log, tmpl []event
 	if err != nil {
 		b.Fatal(err)
 	}
-	evs := make([]events.Event, len(tmpl))
+	r := &bareRun{log: log, js: js, id: id, tail: tail, evs: make([]events.Event, len(tmpl))}
+	chain := tail
 	for i, e := range tmpl {
 		e.ID, e.Run = events.NewID(), id
-		evs[i] = e
+		r.evs[i] = e
+		if js != nil {
+			e.Seq, e.Prev = chain.Count+1, chain.Hash
+			data, err := e.Encode()
+			if err != nil {
+				b.Fatal(err)
+			}
+			chain = events.Tail{Count: e.Seq, Hash: events.Hash(data)}
+			r.msgs = append(r.msgs, &nats.Msg{Subject: log.Subject(id, e.Kind), Data: data})
+		}
 	}
-	return &bareRun{log: log, id: id, tail: tail, evs: evs}
+	return r
 }
 
+// append makes the run's appends; pause, when set, is called after each
+// step.policy (where the tool runs).
 func (r *bareRun) append(ctx context.Context, pause func()) error {
-	for _, e := range r.evs {
-		tail, err := r.log.Append(ctx, r.tail, e)
-		if err != nil {
-			return err
+	filter := r.log.RunFilter(r.id)
+	for i, e := range r.evs {
+		if r.js != nil {
+			ack, err := r.js.PublishMsg(ctx, r.msgs[i], jetstream.WithMsgID(e.ID), jetstream.WithExpectLastSequenceForSubject(r.tail.Seq, filter))
+			if err != nil {
+				return err
+			}
+			r.tail.Seq = ack.Sequence
+		} else {
+			tail, err := r.log.Append(ctx, r.tail, e)
+			if err != nil {
+				return err
+			}
+			r.tail = tail
 		}
-		r.tail = tail
 		if pause != nil && e.Kind == events.StepPolicy {
 			pause()
 		}
@@ -146,8 +175,10 @@ func (r *bareRun) append(ctx context.Context, pause func()) error {
 // iteration, one after the other, with driver.Drive (agent, schema check,
 // policy, tool, fold, fenced appends), and appends the same events (same
 // kinds, same sizes, 151 per run) to as many other runs as bare fenced
-// events.Log.Append calls, alternating which goes first. It reports steps/s
-// of both and their ratio (goal: drive/bare ≤ 1.25).
+// JetStream publishes, and again through events.Log.Append, rotating which
+// goes first. It reports steps/s of the three and the ratios (goal:
+// drive/bare ≤ 1.25; drive/log is the driver's cost over Arbiter's own
+// appends).
 func BenchmarkDrive_OneRunVsBareAppends(b *testing.B) {
 	const steps, runsPerOp = 50, 40
 	env := testkit.JetStream(b)
@@ -155,7 +186,7 @@ func BenchmarkDrive_OneRunVsBareAppends(b *testing.B) {
 	ctx := benchCtx(b)
 	d := benchDriver(b, log, 0, nil)
 	tmpl := benchTemplate(b, ctx, d, steps)
-	var inDrive, inBare time.Duration
+	var inDrive, inBare, inLog time.Duration
 	b.ResetTimer()
 	for i := range b.N * runsPerOp {
 		b.StopTimer()
@@ -163,7 +194,8 @@ func BenchmarkDrive_OneRunVsBareAppends(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		bare := newBareRun(b, ctx, log, tmpl)
+		bare := newBareRun(b, ctx, log, env.JS, tmpl)
+		viaLog := newBareRun(b, ctx, log, nil, tmpl)
 		b.StartTimer()
 		drive := func() {
 			start := time.Now()
@@ -175,27 +207,28 @@ func BenchmarkDrive_OneRunVsBareAppends(b *testing.B) {
 				b.Fatalf("run ended %s %s", st, r.View().Run.Detail)
 			}
 		}
-		appendAll := func() {
-			start := time.Now()
-			if err := bare.append(ctx, nil); err != nil {
-				b.Fatal(err)
+		appendAll := func(r *bareRun, in *time.Duration) func() {
+			return func() {
+				start := time.Now()
+				if err := r.append(ctx, nil); err != nil {
+					b.Fatal(err)
+				}
+				*in += time.Since(start)
 			}
-			inBare += time.Since(start)
 		}
-		if i%2 == 0 {
-			drive()
-			appendAll()
-		} else {
-			appendAll()
-			drive()
+		order := []func(){drive, appendAll(bare, &inBare), appendAll(viaLog, &inLog)}
+		for k := range order {
+			order[(i+k)%len(order)]()
 		}
 	}
 	b.StopTimer()
 	n := float64(b.N * runsPerOp * steps)
 	b.ReportMetric(n/inDrive.Seconds(), "drive-steps/s")
 	b.ReportMetric(n/inBare.Seconds(), "bare-steps/s")
+	b.ReportMetric(n/inLog.Seconds(), "log-steps/s")
 	b.ReportMetric(float64(len(tmpl)), "appends/run")
 	b.ReportMetric(inDrive.Seconds()/inBare.Seconds(), "drive/bare")
+	b.ReportMetric(inDrive.Seconds()/inLog.Seconds(), "drive/log")
 }
 
 // benchFleet is one embedded JetStream with a log and a work queue.
@@ -266,9 +299,10 @@ func (f *benchFleet) runWorkers(b *testing.B, d *driver.Driver, agent driver.Age
 // call) through fleet workers with 1,000 slots in all (one worker, or four
 // of 250), and compares the steps/s against bare fenced appends of the same
 // events by 1,000 goroutines, one run each, sleeping 10 ms where the tool
-// runs (goal: fleet ≥ 70% of bare). It also reports the process's CPU per
-// step for both, and the bare append ceiling with 16 and 1,000 goroutines
-// and no tool.
+// runs (goal: fleet ≥ 70% of bare): raw JetStream publishes (bare), and
+// events.Log.Append (log). It also reports the process's CPU per step for
+// each, and the bare append ceiling with 16 and 1,000 goroutines and no
+// tool.
 func BenchmarkFleet_1000RunsTenMsTool(b *testing.B) {
 	const runs, toolTime = 1000, 10 * time.Millisecond
 	for _, shape := range []struct{ workers, concurrency, steps int }{{1, 1000, 10}, {4, 250, 10}, {1, 1000, 50}} {
@@ -300,18 +334,25 @@ func BenchmarkFleet_1000RunsTenMsTool(b *testing.B) {
 			stop()
 
 			cpu0 = cpuTime()
-			bareTime := bareConcurrent(b, ctx, f.log, tmpl, runs, toolTime)
+			bareTime := bareConcurrent(b, ctx, f.log, f.js.JS, tmpl, runs, toolTime)
 			bareCPU := cpuTime() - cpu0
+			cpu0 = cpuTime()
+			logTime := bareConcurrent(b, ctx, f.log, nil, tmpl, runs, toolTime)
+			logCPU := cpuTime() - cpu0
 			fleetRate := float64(runs*steps) / fleetTime.Seconds()
 			bareRate := float64(runs*steps) / bareTime.Seconds()
+			logRate := float64(runs*steps) / logTime.Seconds()
 			b.ReportMetric(fleetRate, "fleet-steps/s")
 			b.ReportMetric(bareRate, "bare-steps/s")
+			b.ReportMetric(logRate, "log-steps/s")
 			b.ReportMetric(fleetRate/bareRate, "fleet/bare")
+			b.ReportMetric(fleetRate/logRate, "fleet/log")
 			// CPU used per step by the whole process (server included), µs.
 			b.ReportMetric(float64(fleetCPU.Microseconds())/float64(runs*steps), "fleet-cpu-µs/step")
 			b.ReportMetric(float64(bareCPU.Microseconds())/float64(runs*steps), "bare-cpu-µs/step")
+			b.ReportMetric(float64(logCPU.Microseconds())/float64(runs*steps), "log-cpu-µs/step")
 			for _, g := range []int{16, 1000} {
-				t := bareConcurrent(b, ctx, f.log, tmpl, g, 0)
+				t := bareConcurrent(b, ctx, f.log, f.js.JS, tmpl, g, 0)
 				b.ReportMetric(float64(g*len(tmpl))/t.Seconds(), fmt.Sprintf("bare-appends/s-%dg", g))
 			}
 		})
@@ -319,12 +360,13 @@ func BenchmarkFleet_1000RunsTenMsTool(b *testing.B) {
 }
 
 // bareConcurrent appends tmpl to runs new runs at once, one goroutine per
-// run, sleeping pause after each step.policy, and returns how long it took.
-func bareConcurrent(b *testing.B, ctx context.Context, log *events.Log, tmpl []events.Event, runs int, pause time.Duration) time.Duration {
+// run, sleeping pause after each step.policy, and returns how long it took:
+// as raw JetStream publishes with js, through log.Append without.
+func bareConcurrent(b *testing.B, ctx context.Context, log *events.Log, js jetstream.JetStream, tmpl []events.Event, runs int, pause time.Duration) time.Duration {
 	b.Helper()
 	bares := make([]*bareRun, runs)
 	for i := range bares {
-		bares[i] = newBareRun(b, ctx, log, tmpl)
+		bares[i] = newBareRun(b, ctx, log, js, tmpl)
 	}
 	var sleep func()
 	if pause > 0 {
