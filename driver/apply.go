@@ -13,52 +13,54 @@ import (
 	"github.com/arbiter-run/arbiter/projector"
 )
 
-// apply acts on a policy's answer. It is the one place that does, for the
-// loop and for resume alike: allow records the write-ahead result and then
-// executes; deny and abort are recorded; require_approval records the
-// approval it asks for, unless grant (a verified, granted approval being
-// resumed) has exactly its hash, in which case the grant is consumed and the
-// call executes. An error from the policy, an outcome outside the four, or
-// approval JSON that fails the boundary ends the run as internal_error with
-// nothing executed.
-func (d *Driver) apply(ctx context.Context, r *Run, req policy.Request, dec policy.Decision, evalErr error, grant *projector.Approval) error {
-	fail := func(detail string) error {
+// plan turns a policy's answer into the one event that records it, and
+// whether the step's call executes once that event is stored. It is the one
+// place that does, for the loop and for resume alike: allow records the
+// write-ahead result and then executes; deny and abort are recorded;
+// require_approval records the approval it asks for, unless grant (a
+// verified, granted approval being resumed) has exactly its hash, in which
+// case the grant is consumed and the call executes. An error from the
+// policy, an outcome outside the four, or approval JSON that fails the
+// boundary ends the run as internal_error with nothing executed. It records
+// nothing itself.
+func (d *Driver) plan(req policy.Request, dec policy.Decision, evalErr error, grant *projector.Approval) (k events.Kind, body any, exec bool) {
+	fail := func(detail string) (events.Kind, any, bool) {
 		// The failed evaluation is recorded with its request, so a replay
 		// can tell whether another policy would have decided it.
-		return d.append(ctx, r, r.ID(), events.RunFailed, events.EndBody{
+		return events.RunFailed, events.EndBody{
 			Reason: events.ReasonInternalError, Detail: detail,
 			Policy: &events.PolicyBody{
 				Step: req.Step, Outcome: events.OutcomeError, Reason: detail, PolicyID: d.policyID,
 				Args: req.Args, ToolHash: req.Tool.Hash, Resume: grant != nil,
 			},
-		})
+		}, false
 	}
 	if evalErr != nil {
 		return fail(fmt.Sprintf("policy %q returned an error for step %d: %v", d.policyID, req.Step, evalErr))
 	}
-	body := events.PolicyBody{
+	pb := events.PolicyBody{
 		Step: req.Step, Outcome: string(dec.Outcome), Reason: dec.Reason, PolicyID: d.policyID,
 		Args: req.Args, ToolHash: req.Tool.Hash, Resume: grant != nil,
 	}
 	switch dec.Outcome {
 	case policy.Allow:
 		if grant != nil {
-			body.Consumes = grant.ID
+			pb.Consumes = grant.ID
 		}
-		return d.execute(ctx, r, req, body)
+		return events.StepPolicy, pb, true
 	case policy.Deny, policy.Abort:
-		return d.append(ctx, r, r.ID(), events.StepPolicy, body)
+		return events.StepPolicy, pb, false
 	case policy.RequireApproval:
 		a, err := d.approvalRequest(req, dec)
 		if err != nil {
 			return fail(err.Error())
 		}
 		if grant != nil && grant.Hash == a.Hash {
-			body.Consumes = grant.ID
-			return d.execute(ctx, r, req, body)
+			pb.Consumes = grant.ID
+			return events.StepPolicy, pb, true
 		}
-		body.Approval = a
-		return d.append(ctx, r, r.ID(), events.ApprovalRequested, body)
+		pb.Approval = a
+		return events.ApprovalRequested, pb, false
 	}
 	return fail(fmt.Sprintf("policy %q returned outcome %q for step %d (want allow, deny, abort or require_approval)", d.policyID, dec.Outcome, req.Step))
 }
@@ -98,15 +100,6 @@ func boundaryJSON(b json.RawMessage) (json.RawMessage, error) {
 		return json.RawMessage(`{}`), nil
 	}
 	return jsonform.PolicyJSON(b)
-}
-
-// execute appends the write-ahead result (allow, or a consumed grant) and,
-// only once it is acknowledged, runs the tool and records what came of it.
-func (d *Driver) execute(ctx context.Context, r *Run, req policy.Request, body events.PolicyBody) error {
-	if err := d.append(ctx, r, r.ID(), events.StepPolicy, body); err != nil {
-		return err
-	}
-	return d.run(ctx, r, req.Step, d.tools[req.Tool.Name], req.Args)
 }
 
 // run executes step n's tool with args and records the observation.

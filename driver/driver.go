@@ -232,20 +232,43 @@ type pending struct {
 	fold error
 }
 
-// begin publishes one event of r's, fenced on r's tail, and folds it into a
-// fork of r's view. r is unchanged until commit.
-func (d *Driver) begin(ctx context.Context, r *Run, run string, k events.Kind, body any) (*pending, error) {
+// prepared is an event ready to append: body held to UTF-8 (see clean),
+// and whether the fold may take body as it is.
+type prepared struct {
+	ev   events.Event
+	body any
+	held bool
+}
+
+// prepare builds the event of kind k with body for run.
+func (d *Driver) prepare(run string, k events.Kind, body any) (prepared, error) {
 	body, held := clean(body)
 	ev, err := events.New(run, k, body)
 	if err != nil {
-		return nil, err
+		return prepared{}, err
 	}
 	ev.Time = d.cfg.Now().UTC()
+	return prepared{ev: ev, body: body, held: held}, nil
+}
+
+// begin publishes one event of r's, fenced on r's tail, and folds it into a
+// fork of r's view. r is unchanged until commit.
+func (d *Driver) begin(ctx context.Context, r *Run, run string, k events.Kind, body any) (*pending, error) {
+	e, err := d.prepare(run, k, body)
+	if err != nil {
+		return nil, err
+	}
+	return d.send(ctx, r, e)
+}
+
+// send publishes a prepared event (see begin).
+func (d *Driver) send(ctx context.Context, r *Run, e prepared) (*pending, error) {
+	k, body := e.ev.Kind, e.body
 	if d.cfg.BeforeAppend != nil {
 		d.cfg.BeforeAppend(k, body)
 	}
 	start := time.Now()
-	p, err := d.log.Begin(ctx, r.tail, ev)
+	p, err := d.log.Begin(ctx, r.tail, e.ev)
 	if err != nil {
 		if d.cfg.OnAppend != nil {
 			d.cfg.OnAppend(k, body, time.Since(start), err)
@@ -254,7 +277,7 @@ func (d *Driver) begin(ctx context.Context, r *Run, run string, k events.Kind, b
 	}
 	pa := &pending{p: p, k: k, body: body, view: r.view.Fork()}
 	fold := body
-	if !held {
+	if !e.held {
 		fold = nil // fold the stored bytes, decoded
 	}
 	if err := pa.view.ApplyWith(p.Event(), fold); err != nil {
@@ -266,7 +289,7 @@ func (d *Driver) begin(ctx context.Context, r *Run, run string, k events.Kind, b
 // commit waits for p's append and, once it is stored, makes r the view
 // folded with it. On any error r is unchanged.
 func (d *Driver) commit(ctx context.Context, r *Run, p *pending) error {
-	rec, err := p.p.Wait(ctx)
+	_, err := p.p.Wait(ctx)
 	if d.cfg.OnAppend != nil {
 		d.cfg.OnAppend(p.k, p.body, p.p.Took(), err)
 	}
@@ -277,7 +300,7 @@ func (d *Driver) commit(ctx context.Context, r *Run, p *pending) error {
 		return p.fold
 	}
 	r.view = p.view
-	r.tail = rec.Tail()
+	r.tail = p.p.Tail()
 	return nil
 }
 

@@ -173,46 +173,63 @@ func (d *Driver) evaluate(ctx context.Context, r *Run, n int, grant *projector.A
 }
 
 // judgement is what checking a step and asking the policy came to, before
-// anything is recorded: an observation refusing the request (kind set), or
-// the policy's answer to req.
+// anything is recorded: the one event that records it, prepared, and
+// whether the step's call executes once that event is stored (see
+// [Driver.plan]).
 type judgement struct {
-	n             int
-	kind, content string
-	req           policy.Request
-	dec           policy.Decision
-	err           error
-	grant         *projector.Approval
+	rec  prepared
+	exec bool
+	req  policy.Request
+	err  error // the event could not be prepared
 }
 
-// judge checks step n of v against its tool's schema and asks the policy.
-// It records nothing and changes nothing.
+// judge checks step n of v against its tool's schema, asks the policy and
+// prepares the event that records the answer: a refusing observation, or
+// what [Driver.plan] makes of the policy's answer. It records nothing and
+// changes nothing.
 func (d *Driver) judge(ctx context.Context, run string, v *projector.View, n int, grant *projector.Approval) judgement {
+	refuse := func(kind, content string) judgement {
+		rec, err := d.prepare(run, events.StepObserved, d.observation(n, kind, content))
+		return judgement{rec: rec, err: err}
+	}
 	s := v.Step(n)
 	ct := d.tools[s.Decision.Tool]
 	if ct == nil {
-		return judgement{n: n, kind: events.ObsUnknownTool, content: fmt.Sprintf("no tool named %q (tools: %s)", s.Decision.Tool, d.toolNames())}
+		return refuse(events.ObsUnknownTool, fmt.Sprintf("no tool named %q (tools: %s)", s.Decision.Tool, d.toolNames()))
 	}
 	raw := s.Decision.RawArgs()
 	args, err := ct.Check(raw)
 	if err != nil {
 		var ae *ArgsError
 		if errors.As(err, &ae) && ae.Malformed() {
-			return judgement{n: n, kind: events.ObsInvalidDecision, content: fmt.Sprintf("%v; the request as sent: %q", err, raw)}
+			return refuse(events.ObsInvalidDecision, fmt.Sprintf("%v; the request as sent: %q", err, raw))
 		}
-		return judgement{n: n, kind: events.ObsInvalidArguments, content: err.Error()}
+		return refuse(events.ObsInvalidArguments, err.Error())
 	}
 	req := policy.Request{Run: run, Step: n, Tool: ct.Record, Args: args}
-	dec, err := d.policy.Evaluate(ctx, req.Copy(), v.Clone())
-	return judgement{n: n, req: req, dec: dec, err: err, grant: grant}
+	dec, evalErr := d.policy.Evaluate(ctx, req.Copy(), v.Clone())
+	k, body, exec := d.plan(req, dec, evalErr, grant)
+	rec, err := d.prepare(run, k, body)
+	return judgement{rec: rec, exec: exec, req: req, err: err}
 }
 
-// act records a judgement: the refusing observation, or the policy's
-// answer (see [Driver.apply]).
+// act records a judgement and, when it allows the call, executes it: the
+// write-ahead result first, the tool only once that is stored.
 func (d *Driver) act(ctx context.Context, r *Run, j judgement) error {
-	if j.kind != "" {
-		return d.observe(ctx, r, j.n, j.kind, j.content)
+	if j.err != nil {
+		return j.err
 	}
-	return d.apply(ctx, r, j.req, j.dec, j.err, j.grant)
+	p, err := d.send(ctx, r, j.rec)
+	if err != nil {
+		return err
+	}
+	if err := d.commit(ctx, r, p); err != nil {
+		return err
+	}
+	if !j.exec {
+		return nil
+	}
+	return d.run(ctx, r, j.req.Step, d.tools[j.req.Tool.Name], j.req.Args)
 }
 
 func (d *Driver) toolNames() string {

@@ -232,11 +232,14 @@ var ErrConflict = errors.New("run changed under the writer (fenced append lost)"
 // lost, Append recognises the event by its id and returns success, never a
 // second copy. A lost race returns an error wrapping [ErrConflict].
 func (l *Log) Append(ctx context.Context, tail Tail, ev Event) (Tail, error) {
-	rec, err := l.AppendRecord(ctx, tail, ev)
+	p, err := l.Begin(ctx, tail, ev)
 	if err != nil {
 		return Tail{}, err
 	}
-	return rec.Tail(), nil
+	if _, err := p.Wait(ctx); err != nil {
+		return Tail{}, err
+	}
+	return p.Tail(), nil
 }
 
 // AppendRecord is [Log.Append] returning the stored record.

@@ -29,6 +29,8 @@ type Pending struct {
 	token string
 	sent  time.Time // the last publish
 	took  time.Duration
+	hash  string // of the event's bytes, hashed while the server stores them
+	after Tail
 }
 
 // ack is a reply to an append, with when it arrived.
@@ -88,8 +90,13 @@ func (l *Log) Begin(ctx context.Context, tail Tail, ev Event) (*Pending, error) 
 	if err := pub.send(p); err != nil {
 		return nil, fmt.Errorf("append %s to run %s: %w", ev.Kind, ev.Run, err)
 	}
+	p.hash = Hash(data)
 	return p, nil
 }
+
+// Tail returns where the run stands after the append: valid once Wait has
+// returned the record (it is the record's Tail).
+func (p *Pending) Tail() Tail { return p.after }
 
 // Publish retries after "no responders" (a stream leader being elected), as
 // the JetStream client does for a synchronous publish: the event id makes a
@@ -112,6 +119,7 @@ func (p *Pending) Wait(ctx context.Context) (Record, error) {
 	seq, err := p.await(ctx)
 	if err == nil {
 		p.rec.StreamSeq = seq
+		p.after = Tail{Seq: seq, Count: ev.Seq, Hash: p.hash}
 		return p.rec, nil
 	}
 	// A lost race, or an attempt whose outcome we do not know: the event may
@@ -119,7 +127,9 @@ func (p *Pending) Wait(ctx context.Context) (Record, error) {
 	if isConflict(err) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) || errors.Is(err, jetstream.ErrNoStreamResponse) {
 		last, lerr := p.l.last(ctx, ev.Run)
 		if lerr == nil && last != nil && last.Header.Get(jetstream.MsgIDHeader) == ev.ID {
-			return Record{Event: ev, Data: last.Data, Stream: p.rec.Stream, StreamSeq: last.Sequence}, nil
+			rec := Record{Event: ev, Data: last.Data, Stream: p.rec.Stream, StreamSeq: last.Sequence}
+			p.after = rec.Tail()
+			return rec, nil
 		}
 		if isConflict(err) {
 			return Record{}, fmt.Errorf("append %s to run %s at %d: %w", ev.Kind, ev.Run, ev.Seq, ErrConflict)

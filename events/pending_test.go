@@ -49,8 +49,8 @@ func TestBegin_StoredBeforeWait(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rec.Tail() != tail {
-		t.Errorf("record's tail %+v, log's %+v", rec.Tail(), tail)
+	if rec.Tail() != tail || p.Tail() != tail {
+		t.Errorf("record's tail %+v, pending's %+v, log's %+v", rec.Tail(), p.Tail(), tail)
 	}
 	if p.Took() <= 0 {
 		t.Errorf("Took: %s, want the time to the ack", p.Took())
