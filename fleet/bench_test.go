@@ -171,7 +171,7 @@ func (r *bareRun) append(ctx context.Context, pause func()) error {
 	return nil
 }
 
-// BenchmarkDrive_OneRunVsBareAppends drives 40 runs of 50 steps per
+// BenchmarkDrive_OneRunVsBareAppends drives 200 runs of 50 steps per
 // iteration, one after the other, with driver.Drive (agent, schema check,
 // policy, tool, fold, fenced appends), and appends the same events (same
 // kinds, same sizes, 151 per run) to as many other runs as bare fenced
@@ -180,7 +180,7 @@ func (r *bareRun) append(ctx context.Context, pause func()) error {
 // drive/bare ≤ 1.25; drive/log is the driver's cost over Arbiter's own
 // appends).
 func BenchmarkDrive_OneRunVsBareAppends(b *testing.B) {
-	const steps, runsPerOp = 50, 40
+	const steps, runsPerOp = 50, 200
 	env := testkit.JetStream(b)
 	log := env.Log(b, events.Config{})
 	ctx := benchCtx(b)
