@@ -138,6 +138,11 @@ func (d *Driver) Log() *events.Log { return d.log }
 type Run struct {
 	view projector.View
 	tail events.Tail
+	// next is the agent's input for the view at tail nextAt, made while
+	// the event that led to it was stored; used once, if the tail is still
+	// that one when the agent is asked.
+	next   *StepInput
+	nextAt events.Tail
 }
 
 // ID is the run's id.
@@ -230,6 +235,7 @@ type pending struct {
 	body any
 	view projector.View // r's view with the event folded in, unless fold is set
 	fold error
+	next *StepInput // the agent's input for view, when it will likely be asked next
 }
 
 // prepared is an event ready to append: body held to UTF-8 (see clean),
@@ -282,6 +288,11 @@ func (d *Driver) send(ctx context.Context, r *Run, e prepared) (*pending, error)
 	}
 	if err := pa.view.ApplyWith(p.Event(), fold); err != nil {
 		pa.fold = fmt.Errorf("fold own event: %w", err)
+	} else if k == events.StepObserved && !pa.view.Run.Status.Ended() {
+		// An observation is most often followed by the agent's next
+		// decision: copy the view for it now, while the server works.
+		in := d.stepInput(&pa.view)
+		pa.next = &in
 	}
 	return pa, nil
 }
@@ -301,6 +312,7 @@ func (d *Driver) commit(ctx context.Context, r *Run, p *pending) error {
 	}
 	r.view = p.view
 	r.tail = p.p.Tail()
+	r.next, r.nextAt = p.next, r.tail
 	return nil
 }
 

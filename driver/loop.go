@@ -87,7 +87,13 @@ func (d *Driver) advance(ctx context.Context, r *Run, agent Agent) (bool, error)
 		// where a decision is needed.
 		return false, nil
 	}
-	dec, err := agent.Decide(ctx, d.stepInput(v))
+	in := r.next
+	if in == nil || r.nextAt != r.tail {
+		fresh := d.stepInput(v)
+		in = &fresh
+	}
+	r.next = nil
+	dec, err := agent.Decide(ctx, *in)
 	if err != nil {
 		if ctx.Err() != nil {
 			return false, ctx.Err()
