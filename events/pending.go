@@ -23,7 +23,6 @@ import (
 type Pending struct {
 	l     *Log
 	rec   Record
-	tail  Tail
 	msg   *nats.Msg
 	ch    chan ack
 	token string
@@ -73,7 +72,7 @@ func (l *Log) Begin(ctx context.Context, tail Tail, ev Event) (*Pending, error) 
 		return nil, fmt.Errorf("append %s to run %s: %w", ev.Kind, ev.Run, err)
 	}
 	p := &Pending{
-		l: l, tail: tail,
+		l:   l,
 		rec: Record{Event: ev, Data: data, Stream: l.StreamName(l.Shard(ev.Run))},
 		msg: &nats.Msg{
 			Subject: l.Subject(ev.Run, ev.Kind),
