@@ -178,10 +178,29 @@ func (r *bareRun) append(ctx context.Context, pause func()) error {
 // JetStream publishes, and again through events.Log.Append, rotating which
 // goes first. It reports steps/s of the three and the ratios (goal:
 // drive/bare ≤ 1.25; drive/log is the driver's cost over Arbiter's own
-// appends).
+// appends). It runs twice: on the embedded server's in-process connection
+// (the embedded default's worker), and over TCP on 127.0.0.1 (how the
+// workers of a fleet connect).
 func BenchmarkDrive_OneRunVsBareAppends(b *testing.B) {
+	b.Run("in-process", func(b *testing.B) { benchOneRun(b, false) })
+	b.Run("tcp", func(b *testing.B) { benchOneRun(b, true) })
+}
+
+func benchOneRun(b *testing.B, tcp bool) {
 	const steps, runsPerOp = 50, 200
 	env := testkit.JetStream(b)
+	if tcp {
+		nc, err := nats.Connect(env.Server.ClientURL())
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(nc.Close)
+		js, err := jetstream.New(nc)
+		if err != nil {
+			b.Fatal(err)
+		}
+		env = &testkit.JS{Server: env.Server, Conn: nc, JS: js}
+	}
 	log := env.Log(b, events.Config{})
 	ctx := benchCtx(b)
 	d := benchDriver(b, log, 0, nil)
