@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -808,5 +810,129 @@ func TestDriver_TimeLimit(t *testing.T) {
 	wantCount(t, read, 2)
 	if !v.Run.Created.Equal(newClock().Now()) {
 		t.Errorf("run created at %v, want the configured clock's %v", v.Run.Created, newClock().Now())
+	}
+}
+
+// TestDriver_OverrunToolIsLeftBehind: a tool that ignores its context is
+// left behind; the run is driven on without it, and when the tool finally
+// returns, nothing more is recorded for it.
+func TestDriver_OverrunToolIsLeftBehind(t *testing.T) {
+	env := testkit.JetStream(t)
+	log := env.Log(t, events.Config{})
+	release, returned := make(chan struct{}), make(chan struct{})
+	stubborn := testkit.NewLedger("stubborn", events.ReadOnly, testkit.AnyObject)
+	stubborn.S.Timeout = 20 * time.Millisecond
+	stubborn.Result = func(context.Context, json.RawMessage) (string, error) {
+		defer close(returned)
+		<-release
+		return "too late", nil
+	}
+	d := newDriver(t, log, allowAll, stubborn, done())
+	r := create(t, d, "overrun")
+	errc := make(chan error, 1)
+	go func() {
+		errc <- d.Drive(t.Context(), r, testkit.NewScript(testkit.Call("stubborn", `{}`), testkit.Call("done", `{}`)))
+	}()
+	select {
+	case err := <-errc:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		close(release)
+		t.Fatal("Drive still waiting for a tool that overran its 20 ms timeout 10 s later")
+	}
+	wantEnd(t, r.View(), projector.Completed, events.ReasonCompleted)
+	if v := r.View(); v.Step(1).Observation == nil || v.Step(1).Observation.Kind != events.ObsTimeout {
+		t.Fatalf("step 1: observation %+v, want a timeout", v.Step(1).Observation)
+	}
+	before := len(records(t, log, "overrun"))
+
+	close(release)
+	select {
+	case <-returned:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the stubborn tool did not return 10 s after its release")
+	}
+	// The goroutine it ran on unwinds without touching the run: nothing
+	// is appended (and the race detector sees no access to the run).
+	for range 20 {
+		time.Sleep(10 * time.Millisecond)
+		if got := len(records(t, log, "overrun")); got != before {
+			t.Fatalf("events after the left-behind tool returned: %d, want still %d", got, before)
+		}
+	}
+	if got := stubborn.Count(); got != 1 {
+		t.Errorf("stubborn executed %d times, want 1", got)
+	}
+}
+
+// TestDriver_CancelDuringStubbornTool: cancelling the drive while a tool
+// that ignores its context runs returns at once, with the cancellation,
+// without waiting for the tool.
+func TestDriver_CancelDuringStubbornTool(t *testing.T) {
+	env := testkit.JetStream(t)
+	log := env.Log(t, events.Config{})
+	release, started := make(chan struct{}), make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	stubborn := testkit.NewLedger("stubborn", events.ReadOnly, testkit.AnyObject)
+	stubborn.S.Timeout = time.Hour
+	stubborn.Result = func(context.Context, json.RawMessage) (string, error) {
+		close(started)
+		<-release
+		return "too late", nil
+	}
+	d := newDriver(t, log, allowAll, stubborn, done())
+	r := create(t, d, "cancelled")
+	ctx, cancel := context.WithCancel(t.Context())
+	errc := make(chan error, 1)
+	go func() { errc <- d.Drive(ctx, r, testkit.NewScript(testkit.Call("stubborn", `{}`))) }()
+	<-started
+	cancel()
+	select {
+	case err := <-errc:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("Drive cancelled during a stubborn tool: got %v, want an error wrapping context.Canceled", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Drive still waiting for a stubborn tool 10 s after its context was cancelled")
+	}
+}
+
+// TestDriver_BusyHookWhileToolRuns: the busy hook (a worker's InProgress)
+// is called while a tool runs, and not after it returned.
+func TestDriver_BusyHookWhileToolRuns(t *testing.T) {
+	env := testkit.JetStream(t)
+	log := env.Log(t, events.Config{})
+	var calls atomic.Int32
+	twice := make(chan struct{})
+	var once sync.Once
+	busy := func() {
+		if calls.Add(1) == 2 {
+			once.Do(func() { close(twice) })
+		}
+	}
+	long := testkit.NewLedger("long", events.ReadOnly, testkit.AnyObject)
+	long.Result = func(ctx context.Context, _ json.RawMessage) (string, error) {
+		select {
+		case <-twice:
+			return "held", nil
+		case <-time.After(10 * time.Second):
+			return "", errors.New("the busy hook was not called twice in 10 s")
+		}
+	}
+	d := newDriver(t, log, allowAll, long, done())
+	r := create(t, d, "busy")
+	ctx := driver.WithBusy(t.Context(), time.Millisecond, busy)
+	if err := d.Drive(ctx, r, testkit.NewScript(testkit.Call("long", `{}`), testkit.Call("done", `{}`))); err != nil {
+		t.Fatal(err)
+	}
+	if v := r.View(); v.Step(1).Observation == nil || v.Step(1).Observation.Content != "held" {
+		t.Fatalf("step 1: observation %+v, want the tool's result after the busy hook ran", v.Step(1).Observation)
+	}
+	after := calls.Load()
+	time.Sleep(20 * time.Millisecond)
+	if got := calls.Load(); got != after {
+		t.Errorf("busy hook called %d more times after the tools returned", got-after)
 	}
 }
