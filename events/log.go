@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/cespare/xxhash/v2"
@@ -74,10 +73,6 @@ type Log struct {
 	js      jetstream.JetStream
 	cfg     Config
 	streams []jetstream.Stream // handles by shard, looked up once
-
-	pubOnce sync.Once
-	pub     *publisher
-	pubErr  error
 }
 
 // Open creates or updates the runs streams described by cfg and returns the

@@ -22,6 +22,7 @@ import (
 // Wait must be called exactly once; a Pending is not safe for concurrent use.
 type Pending struct {
 	l     *Log
+	pub   *publisher
 	rec   Record
 	msg   *nats.Msg
 	ch    chan ack
@@ -72,7 +73,7 @@ func (l *Log) Begin(ctx context.Context, tail Tail, ev Event) (*Pending, error) 
 		return nil, fmt.Errorf("append %s to run %s: %w", ev.Kind, ev.Run, err)
 	}
 	p := &Pending{
-		l:   l,
+		l: l, pub: pub,
 		rec: Record{Event: ev, Data: data, Stream: l.StreamName(l.Shard(ev.Run))},
 		msg: &nats.Msg{
 			Subject: l.Subject(ev.Run, ev.Kind),
@@ -145,7 +146,7 @@ func (p *Pending) await(ctx context.Context) (uint64, error) {
 		defer t.Stop()
 		expire = t.C
 	}
-	pub := p.l.pub
+	pub := p.pub
 	start := p.sent
 	defer func() {
 		if p.took == 0 {
@@ -253,13 +254,14 @@ func decodeAck(b []byte) (uint64, error) {
 	return ack.Seq, nil
 }
 
-// publisher sends a log's appends with a reply subject of its own and routes
-// each ack to the append waiting for it: one subscription on a wildcard
-// inbox (under the connection's inbox prefix), one token per attempt.
+// publisher sends the appends made on one connection with a reply subject
+// of its own and routes each ack to the append waiting for it: one
+// subscription on a wildcard inbox (under the connection's inbox prefix),
+// one token per attempt. Every log on the connection shares it; it goes
+// when the connection closes.
 type publisher struct {
 	nc     *nats.Conn
-	base   string // "<inbox>."
-	sub    *nats.Subscription
+	base   string        // "<inbox>."
 	closed chan struct{} // closed when the connection is
 
 	mu   sync.Mutex
@@ -267,37 +269,51 @@ type publisher struct {
 	wait map[string]chan ack
 }
 
-// publisher returns the log's publisher, subscribing its inbox on first use.
+// publishers holds the publisher of each open connection.
+var publishers = struct {
+	sync.Mutex
+	m map[*nats.Conn]*publisher
+}{m: map[*nats.Conn]*publisher{}}
+
+// publisher returns the publisher of the log's connection, subscribing its
+// inbox on first use.
 func (l *Log) publisher() (*publisher, error) {
-	l.pubOnce.Do(func() {
-		nc := l.js.Conn()
-		p := &publisher{nc: nc, base: nc.NewInbox() + ".", wait: map[string]chan ack{}, closed: make(chan struct{})}
-		// An ack will never come on a closed connection: waiters must
-		// hear of it at once, as a synchronous request does.
-		status := nc.StatusChanged(nats.CLOSED)
-		go func() {
-			<-status
-			close(p.closed)
-		}()
-		if nc.IsClosed() {
-			l.pubErr = nats.ErrConnectionClosed
-			return
+	nc := l.js.Conn()
+	publishers.Lock()
+	defer publishers.Unlock()
+	if p := publishers.m[nc]; p != nil {
+		return p, nil
+	}
+	p := &publisher{nc: nc, base: nc.NewInbox() + ".", wait: map[string]chan ack{}, closed: make(chan struct{})}
+	sub, err := nc.Subscribe(p.base+"*", p.route)
+	if err != nil {
+		return nil, fmt.Errorf("subscribe to acks on %s*: %w", p.base, err)
+	}
+	// Acks arrive as fast as appends are made: never drop one for a slow
+	// consumer limit.
+	if err := sub.SetPendingLimits(-1, -1); err != nil {
+		_ = sub.Unsubscribe()
+		return nil, fmt.Errorf("ack subscription: %w", err)
+	}
+	// An ack will never come on a closed connection: waiters must hear of
+	// it at once, as a synchronous request does.
+	status := nc.StatusChanged(nats.CLOSED)
+	go func() {
+		<-status
+		publishers.Lock()
+		if publishers.m[nc] == p {
+			delete(publishers.m, nc)
 		}
-		sub, err := nc.Subscribe(p.base+"*", p.route)
-		if err != nil {
-			l.pubErr = fmt.Errorf("subscribe to acks on %s*: %w", p.base, err)
-			return
-		}
-		// Acks arrive as fast as appends are made: never drop one for a
-		// slow consumer limit.
-		if err := sub.SetPendingLimits(-1, -1); err != nil {
-			l.pubErr = fmt.Errorf("ack subscription: %w", err)
-			return
-		}
-		p.sub = sub
-		l.pub = p
-	})
-	return l.pub, l.pubErr
+		publishers.Unlock()
+		close(p.closed)
+	}()
+	if nc.IsClosed() {
+		// Closed before the listener was in place: it would never hear.
+		nc.RemoveStatusListener(status)
+		return nil, nats.ErrConnectionClosed
+	}
+	publishers.m[nc] = p
+	return p, nil
 }
 
 // send publishes p's message under a fresh token.

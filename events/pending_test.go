@@ -201,3 +201,24 @@ func TestWait_CancelledThenLateAck(t *testing.T) {
 		t.Fatalf("append after a cancelled wait: %v", err)
 	}
 }
+
+// TestBegin_LogsShareTheirConnectionsAckSubscription: however many logs are
+// opened on a connection, their appends' acks come back on one
+// subscription.
+func TestBegin_LogsShareTheirConnectionsAckSubscription(t *testing.T) {
+	ctx := ctxT(t)
+	env := testkit.JetStream(t)
+	first := env.Log(t, events.Config{})
+	startRun(t, ctx, first, "r0")
+	subs := env.Conn.NumSubscriptions()
+	for i := 1; i <= 20; i++ {
+		l, err := events.Attach(ctx, env.JS, events.Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		startRun(t, ctx, l, fmt.Sprintf("r%d", i))
+	}
+	if got := env.Conn.NumSubscriptions(); got != subs {
+		t.Errorf("subscriptions after appending through 20 more logs: %d, want still %d", got, subs)
+	}
+}
