@@ -73,10 +73,16 @@ func marshalBody(body any) (json.RawMessage, error) {
 	if b, ok := appendBody(nil, body); ok {
 		return b, nil
 	}
+	return encodeJSON(body)
+}
+
+// encodeJSON is encoding/json's encoding of v without HTML escaping (so
+// PolicyJSON reads back byte for byte) and without the trailing newline.
+func encodeJSON(v any) ([]byte, error) {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
-	if err := enc.Encode(body); err != nil {
+	if err := enc.Encode(v); err != nil {
 		return nil, err
 	}
 	return bytes.TrimRight(buf.Bytes(), "\n"), nil
@@ -118,11 +124,8 @@ func (e Event) Encode() ([]byte, error) {
 func appendString(b []byte, s string) []byte {
 	for i := 0; i < len(s); i++ {
 		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' {
-			var buf bytes.Buffer
-			enc := json.NewEncoder(&buf)
-			enc.SetEscapeHTML(false)
-			_ = enc.Encode(s)
-			return append(b, bytes.TrimRight(buf.Bytes(), "\n")...)
+			q, _ := encodeJSON(s) // a string always encodes
+			return append(b, q...)
 		}
 	}
 	b = append(b, '"')

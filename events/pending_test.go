@@ -125,16 +125,13 @@ func TestBegin_ConflictAtWait(t *testing.T) {
 	}
 }
 
-// TestWait_ConnectionClosed: an ack cannot come on a closed connection, and
-// Wait says so at once (ErrConnectionClosed, not its 5 s timeout, nor the
-// retries after "no responders"); Begin on a closed connection is refused.
-func TestWait_ConnectionClosed(t *testing.T) {
-	ctx := ctxT(t)
+// beginWithNoStream starts run "r", deletes the log's stream and begins an
+// append to the run.
+func beginWithNoStream(t *testing.T, ctx context.Context) (*testkit.JS, *events.Log, events.Tail, *events.Pending) {
+	t.Helper()
 	env := testkit.JetStream(t)
 	l := env.Log(t, events.Config{})
 	t0 := startRun(t, ctx, l, "r")
-	// With no stream the reply is "no responders", so no ack can race the
-	// close: Wait is waiting to publish again when the connection goes.
 	if err := env.JS.DeleteStream(ctx, l.StreamName(0)); err != nil {
 		t.Fatal(err)
 	}
@@ -142,6 +139,17 @@ func TestWait_ConnectionClosed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return env, l, t0, p
+}
+
+// TestWait_ConnectionClosed: an ack cannot come on a closed connection, and
+// Wait says so at once (ErrConnectionClosed, not its 5 s timeout, nor the
+// retries after "no responders"); Begin on a closed connection is refused.
+func TestWait_ConnectionClosed(t *testing.T) {
+	ctx := ctxT(t)
+	// With no stream the reply is "no responders", so no ack can race the
+	// close: Wait is waiting to publish again when the connection goes.
+	env, l, t0, p := beginWithNoStream(t, ctx)
 	env.Conn.Close()
 	if _, err := p.Wait(context.Background()); !errors.Is(err, nats.ErrConnectionClosed) {
 		t.Fatalf("wait with the connection closed: got %v, want an error wrapping nats.ErrConnectionClosed", err)
@@ -156,16 +164,7 @@ func TestWait_ConnectionClosed(t *testing.T) {
 // ErrNoStreamResponse.
 func TestWait_NoStream(t *testing.T) {
 	ctx := ctxT(t)
-	env := testkit.JetStream(t)
-	l := env.Log(t, events.Config{})
-	t0 := startRun(t, ctx, l, "r")
-	if err := env.JS.DeleteStream(ctx, l.StreamName(0)); err != nil {
-		t.Fatal(err)
-	}
-	p, err := l.Begin(ctx, t0, mustEvent(t, "r", events.StepDecided, events.StepDecidedBody{Step: 1, Tool: "x"}))
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, _, _, p := beginWithNoStream(t, ctx)
 	if _, err := p.Wait(ctx); !errors.Is(err, jetstream.ErrNoStreamResponse) {
 		t.Fatalf("append with no stream: got %v, want ErrNoStreamResponse", err)
 	}
