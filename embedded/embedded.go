@@ -9,7 +9,9 @@ package embedded
 import (
 	"errors"
 	"fmt"
+	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -51,9 +53,12 @@ type ClusterConfig struct {
 	Routes []string // route URLs of the other servers, nats-route://127.0.0.1:PORT
 }
 
-// Server is a running embedded server.
+// Server is a running embedded server. It holds its store's lock until
+// [Server.Stop] (Shutdown alone leaves it held until the process ends).
 type Server struct {
 	*server.Server
+	lock   *os.File
+	unlock sync.Once
 }
 
 // Start starts a server and waits until it is ready for connections.
@@ -61,6 +66,21 @@ func Start(cfg Config) (*Server, error) {
 	if cfg.Dir == "" {
 		return nil, errors.New("embedded server: no store directory")
 	}
+	lock, err := lockStore(cfg.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("embedded server: %w", err)
+	}
+	s, err := start(cfg)
+	if err != nil {
+		if lock != nil {
+			lock.Close()
+		}
+		return nil, err
+	}
+	return &Server{Server: s, lock: lock}, nil
+}
+
+func start(cfg Config) (*server.Server, error) {
 	opts := &server.Options{}
 	if cfg.ConfigFile != "" {
 		o, err := server.ProcessConfigFile(cfg.ConfigFile)
@@ -109,9 +129,10 @@ func Start(cfg Config) (*Server, error) {
 	}
 	if !s.ReadyForConnections(timeout) {
 		s.Shutdown()
+		s.WaitForShutdown()
 		return nil, fmt.Errorf("embedded server: not ready after %s", timeout)
 	}
-	return &Server{s}, nil
+	return s, nil
 }
 
 // Connect opens an in-process client connection (no network).
@@ -120,8 +141,13 @@ func (s *Server) Connect(opts ...nats.Option) (*nats.Conn, error) {
 	return nats.Connect("", opts...)
 }
 
-// Stop shuts the server down and waits until it has.
+// Stop shuts the server down, waits until it has, and releases its store.
 func (s *Server) Stop() {
 	s.Shutdown()
 	s.WaitForShutdown()
+	s.unlock.Do(func() {
+		if s.lock != nil {
+			s.lock.Close()
+		}
+	})
 }
