@@ -59,8 +59,9 @@ func (j *JS) Log(t testing.TB, cfg events.Config) *events.Log {
 }
 
 // Cluster starts n embedded JetStream servers routed to each other on
-// 127.0.0.1 in this process, waits until the cluster has a JetStream leader,
-// and stops them when the test ends. Servers are named a0, a1, ….
+// 127.0.0.1 in this process, waits until the cluster has a JetStream leader
+// that sees all n and every node is current, and stops them when the test
+// ends. Servers are named a0, a1, ….
 func Cluster(t testing.TB, n int) []*embedded.Server {
 	t.Helper()
 	ports := freePorts(t, n)
@@ -80,17 +81,32 @@ func Cluster(t testing.TB, n int) []*embedded.Server {
 		servers[i] = s
 		t.Cleanup(s.Stop)
 	}
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
-		for _, s := range servers {
-			if s.JetStreamIsLeader() {
-				return servers
-			}
+		if clusterFormed(servers) {
+			return servers
 		}
 		time.Sleep(25 * time.Millisecond)
 	}
-	t.Fatalf("cluster of %d has no JetStream leader after 20s", n)
+	t.Fatalf("cluster of %d not formed after 30s: no JetStream leader that sees every node, or a node not current", n)
 	return nil
+}
+
+// clusterFormed reports whether the servers have a JetStream leader that
+// counts every one of them as a peer, and every server is current with it.
+func clusterFormed(servers []*embedded.Server) bool {
+	formed := false
+	for _, s := range servers {
+		if s.JetStreamIsLeader() && len(s.JetStreamClusterPeers()) == len(servers) {
+			formed = true
+		}
+	}
+	for _, s := range servers {
+		if !s.JetStreamIsCurrent() {
+			return false
+		}
+	}
+	return formed
 }
 
 // ConnectCluster connects a client over TCP to every server's client URL.
