@@ -266,7 +266,14 @@ type publisher struct {
 
 	mu   sync.Mutex
 	next uint64
-	wait map[string]chan ack
+	wait map[string]waiter
+}
+
+// waiter is where the replies to one token go: one reply (an append's ack),
+// or many (a batch read's messages) until the reader forgets the token.
+type waiter struct {
+	ch   chan ack
+	many bool
 }
 
 // publishers holds the publisher of each open connection.
@@ -284,7 +291,7 @@ func (l *Log) publisher() (*publisher, error) {
 	if p := publishers.m[nc]; p != nil {
 		return p, nil
 	}
-	p := &publisher{nc: nc, base: nc.NewInbox() + ".", wait: map[string]chan ack{}, closed: make(chan struct{})}
+	p := &publisher{nc: nc, base: nc.NewInbox() + ".", wait: map[string]waiter{}, closed: make(chan struct{})}
 	sub, err := nc.Subscribe(p.base+"*", p.route)
 	if err != nil {
 		return nil, fmt.Errorf("subscribe to acks on %s*: %w", p.base, err)
@@ -316,13 +323,19 @@ func (l *Log) publisher() (*publisher, error) {
 	return p, nil
 }
 
-// send publishes p's message under a fresh token.
-func (b *publisher) send(p *Pending) error {
+// register returns a fresh token whose replies go to w.
+func (b *publisher) register(w waiter) string {
 	b.mu.Lock()
+	defer b.mu.Unlock()
 	b.next++
 	tok := strconv.FormatUint(b.next, 36)
-	b.wait[tok] = p.ch
-	b.mu.Unlock()
+	b.wait[tok] = w
+	return tok
+}
+
+// send publishes p's message under a fresh token.
+func (b *publisher) send(p *Pending) error {
+	tok := b.register(waiter{ch: p.ch})
 	p.token = tok
 	p.msg.Reply = b.base + tok
 	if p.sent.IsZero() {
@@ -341,15 +354,23 @@ func (b *publisher) forget(tok string) {
 	b.mu.Unlock()
 }
 
-// route hands an ack to the append waiting for it; one nobody waits for
-// any more (it gave up) is dropped.
+// route hands a reply to whoever waits for its token; one nobody waits for
+// any more (it gave up) is dropped, and so is one more than a batch reader
+// made room for (the server sends at most what was asked): the
+// subscription never blocks.
 func (b *publisher) route(m *nats.Msg) {
 	tok := m.Subject[len(b.base):]
 	b.mu.Lock()
-	ch, ok := b.wait[tok]
-	delete(b.wait, tok)
+	w, ok := b.wait[tok]
+	if ok && !w.many {
+		delete(b.wait, tok)
+	}
 	b.mu.Unlock()
-	if ok {
-		ch <- ack{m, time.Now()} // buffered: one reply per token
+	if !ok {
+		return
+	}
+	select {
+	case w.ch <- ack{m, time.Now()}:
+	default:
 	}
 }

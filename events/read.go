@@ -6,7 +6,6 @@ import (
 	"fmt"
 
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/synadia-io/orbit.go/jetstreamext"
 )
 
 // ErrNoRun is returned when a run has no events.
@@ -70,16 +69,12 @@ func (l *Log) ReadAfter(ctx context.Context, run string, from, to Tail) ([]Recor
 	out := make([]Record, 0, want)
 	next, prev := from.Seq+1, from.Hash
 	for len(out) < want {
-		it, err := jetstreamext.GetBatch(ctx, l.js, stream, want-len(out),
-			jetstreamext.GetBatchSeq(next), jetstreamext.GetBatchSubject(l.RunFilter(run)))
+		msgs, err := l.getBatch(ctx, stream, next, want-len(out), l.RunFilter(run))
 		if err != nil {
 			return nil, fmt.Errorf("read run %s: %w", run, err)
 		}
 		got := 0
-		for m, err := range it {
-			if err != nil {
-				return nil, fmt.Errorf("read run %s: %w", run, err)
-			}
+		for _, m := range msgs {
 			rec, err := l.chained(run, stream, m, from.Count+uint64(len(out))+1, prev)
 			if err != nil {
 				return nil, err
