@@ -12,13 +12,14 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// getBatch reads up to batch messages of stream, from stream sequence seq
-// on, whose subjects match subject, with one batch direct get. It returns
-// fewer when the stream has no more. The replies come back on the
-// connection's shared reply subscription (see publisher), into a channel
-// sized for the batch: no per-read subscription, whose default buffer is
-// 512 KiB.
-func (l *Log) getBatch(ctx context.Context, stream string, seq uint64, batch int, subject string) ([]*jetstream.RawStreamMsg, error) {
+// GetBatch reads up to batch stored messages of stream, from stream
+// sequence seq on, whose subjects match subject (any, when empty), with one
+// batch direct get: raw, neither decoded nor checked, for a reader that
+// checks them itself (an audit). It returns fewer when the stream has no
+// more. The replies come back on the connection's shared reply
+// subscription (see publisher), into a channel sized for the batch: no
+// per-read subscription, whose default buffer is 512 KiB.
+func (l *Log) GetBatch(ctx context.Context, stream string, seq uint64, batch int, subject string) ([]*jetstream.RawStreamMsg, error) {
 	if batch < 1 {
 		return nil, nil
 	}
@@ -29,7 +30,7 @@ func (l *Log) getBatch(ctx context.Context, stream string, seq uint64, batch int
 	req, err := json.Marshal(struct {
 		Seq        uint64 `json:"seq"`
 		Batch      int    `json:"batch"`
-		NextBySubj string `json:"next_by_subj"`
+		NextBySubj string `json:"next_by_subj,omitempty"`
 	}{seq, batch, subject})
 	if err != nil {
 		return nil, err

@@ -69,7 +69,7 @@ func (l *Log) ReadAfter(ctx context.Context, run string, from, to Tail) ([]Recor
 	out := make([]Record, 0, want)
 	next, prev := from.Seq+1, from.Hash
 	for len(out) < want {
-		msgs, err := l.getBatch(ctx, stream, next, want-len(out), l.RunFilter(run))
+		msgs, err := l.GetBatch(ctx, stream, next, want-len(out), l.RunFilter(run))
 		if err != nil {
 			return nil, fmt.Errorf("read run %s: %w", run, err)
 		}

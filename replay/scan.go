@@ -10,7 +10,6 @@ import (
 	"github.com/arbiter-run/arbiter/events"
 	"github.com/arbiter-run/arbiter/policy"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/synadia-io/orbit.go/jetstreamext"
 )
 
 // checker is one Check in progress.
@@ -209,17 +208,11 @@ func (c *checker) firstAtOrAfter(ctx context.Context, stream string, lo, hi uint
 // timeAt returns the recorded time of the first event stored at or after
 // seq, and its sequence.
 func (c *checker) timeAt(ctx context.Context, stream string, seq uint64) (time.Time, uint64, error) {
-	it, err := jetstreamext.GetBatch(ctx, c.log.JetStream(), stream, 1, jetstreamext.GetBatchSeq(seq))
+	msgs, err := c.log.GetBatch(ctx, stream, seq, 1, "")
 	if err != nil {
 		return time.Time{}, 0, fmt.Errorf("replay %s: read seq %d: %w", stream, seq, err)
 	}
-	for m, err := range it {
-		if errors.Is(err, jetstreamext.ErrNoMessages) {
-			break
-		}
-		if err != nil {
-			return time.Time{}, 0, fmt.Errorf("replay %s: read seq %d: %w", stream, seq, err)
-		}
+	for _, m := range msgs {
 		e, err := events.Decode(m.Data)
 		if err != nil {
 			return time.Time{}, m.Sequence, nil
@@ -269,19 +262,12 @@ func (c *checker) readRaw(ctx context.Context, run string, from, until uint64, f
 	stream := c.log.StreamName(c.log.Shard(run))
 	next := from
 	for next <= until {
-		it, err := jetstreamext.GetBatch(ctx, c.log.JetStream(), stream, 256,
-			jetstreamext.GetBatchSeq(next), jetstreamext.GetBatchSubject(c.log.RunFilter(run)))
+		msgs, err := c.log.GetBatch(ctx, stream, next, 256, c.log.RunFilter(run))
 		if err != nil {
 			return fmt.Errorf("replay run %s: %w", run, err)
 		}
 		got := 0
-		for m, err := range it {
-			if errors.Is(err, jetstreamext.ErrNoMessages) {
-				break
-			}
-			if err != nil {
-				return fmt.Errorf("replay run %s: %w", run, err)
-			}
+		for _, m := range msgs {
 			if m.Sequence > until {
 				return nil
 			}
