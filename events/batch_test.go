@@ -78,3 +78,30 @@ func TestRead_NoStream(t *testing.T) {
 		t.Fatalf("batch read with no stream: got %v, want ErrNoStreamResponse", err)
 	}
 }
+
+// TestRead_LongRunInSeveralBatches: a run longer than one batch read (1,024
+// events) reads back whole and in order.
+func TestRead_LongRunInSeveralBatches(t *testing.T) {
+	const n = 1100
+	ctx := ctxT(t)
+	l := testkit.JetStream(t).Log(t, events.Config{})
+	tail := startRun(t, ctx, l, "long")
+	for i := 1; i < n; i++ {
+		var err error
+		if tail, err = l.Append(ctx, tail, mustEvent(t, "long", events.StepDecided, events.StepDecidedBody{Step: i, Tool: "x"})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	recs, got, err := l.Read(ctx, "long")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != n || got != tail {
+		t.Fatalf("read a run of %d: %d events, tail %+v, want %+v", n, len(recs), got, tail)
+	}
+	for i, r := range recs {
+		if r.Event.Seq != uint64(i+1) {
+			t.Fatalf("event %d at position %d", i, r.Event.Seq)
+		}
+	}
+}
