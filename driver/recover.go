@@ -23,7 +23,7 @@ func (d *Driver) recover(ctx context.Context, r *Run, n int) error {
 	ct := d.tools[s.Decision.Tool]
 	if ct != nil {
 		if rec, ok := ct.Tool.(Reconciler); ok {
-			res, content, err := rec.Reconcile(withCall(ctx, r.ID(), n), append(json.RawMessage(nil), args...))
+			res, content, err := reconcile(withCall(ctx, r.ID(), n), ct, rec, args)
 			switch {
 			case err == nil && res == Done:
 				o := d.observation(n, events.ObsResult, content)
@@ -40,6 +40,36 @@ func (d *Driver) recover(ctx context.Context, r *Run, n int) error {
 		}
 	}
 	return d.pauseInterrupted(ctx, r, n, args)
+}
+
+// reconcile asks a tool's hook about an interrupted call, under the tool's
+// timeout and in a goroutine of its own, as a call runs: a hook that
+// panics, fails or does not answer in time is an error, which recover
+// takes as Unknown, and a hook that ignores its context is left behind.
+func reconcile(ctx context.Context, ct *CompiledTool, rec Reconciler, args json.RawMessage) (Reconciliation, string, error) {
+	ctx, cancel := context.WithTimeout(ctx, ct.Spec.Timeout)
+	defer cancel()
+	type out struct {
+		res     Reconciliation
+		content string
+		err     error
+	}
+	done := make(chan out, 1)
+	go func() {
+		defer func() {
+			if p := recover(); p != nil {
+				done <- out{err: fmt.Errorf("reconcile hook of %s panicked: %v", ct.Spec.Name, p)}
+			}
+		}()
+		res, content, err := rec.Reconcile(ctx, append(json.RawMessage(nil), args...))
+		done <- out{res, content, err}
+	}()
+	select {
+	case o := <-done:
+		return o.res, o.content, o.err
+	case <-ctx.Done():
+		return Unknown, "", fmt.Errorf("reconcile hook of %s: %w", ct.Spec.Name, ctx.Err())
+	}
 }
 
 // pauseInterrupted raises the runtime's own approval for an interrupted call.

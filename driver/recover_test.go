@@ -260,3 +260,51 @@ func TestRecover_TerminalResultWithoutEndFinishesRun(t *testing.T) {
 	}
 	wantCount(t, fin, 0)
 }
+
+// stuckReconciler's hook blocks, ignoring its context, until release is
+// closed, or panics when panics is set.
+type stuckReconciler struct {
+	*testkit.Ledger
+	release chan struct{}
+	panics  bool
+}
+
+func (s *stuckReconciler) Reconcile(context.Context, json.RawMessage) (driver.Reconciliation, string, error) {
+	if s.panics {
+		panic("hook broke")
+	}
+	<-s.release
+	return driver.Done, "too late", nil
+}
+
+// TestRecover_HookThatHangsOrPanicsIsUnknown: a reconcile hook is held to
+// its tool's timeout; one that does not answer in time, or panics, tells
+// nothing, and the interrupted side effect pauses on its approval, run by
+// nobody.
+func TestRecover_HookThatHangsOrPanicsIsUnknown(t *testing.T) {
+	for _, panics := range []bool{false, true} {
+		t.Run(map[bool]string{false: "hangs", true: "panics"}[panics], func(t *testing.T) {
+			env := testkit.JetStream(t)
+			log := env.Log(t, events.Config{})
+			l := testkit.NewLedger("charge", events.RemoteMutation, testkit.AnyObject)
+			l.S.Timeout = 20 * time.Millisecond
+			hook := &stuckReconciler{Ledger: l, release: make(chan struct{}), panics: panics}
+			t.Cleanup(func() { close(hook.release) })
+			d := newDriver(t, log, allowAll, hook, done())
+			crashAfterAllow(t, d, "crashed", "charge", `{"amount":"10.00"}`)
+			r := interrupted(t, d, "crashed")
+			errc := make(chan error, 1)
+			go func() { errc <- d.Drive(t.Context(), r, testkit.NewScript()) }()
+			select {
+			case err := <-errc:
+				if err != nil {
+					t.Fatal(err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("Drive still waiting on a reconcile hook 10 s after its 20 ms timeout")
+			}
+			wantCount(t, l, 0)
+			wantEnd(t, r.View(), projector.Waiting, driver.InterruptedSideEffect)
+		})
+	}
+}
