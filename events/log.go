@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/cespare/xxhash/v2"
@@ -73,6 +74,7 @@ type Log struct {
 	js      jetstream.JetStream
 	cfg     Config
 	streams []jetstream.Stream // handles by shard, looked up once
+	pub     atomic.Pointer[publisher]
 }
 
 // Open creates or updates the runs streams described by cfg and returns the

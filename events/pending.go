@@ -283,9 +283,22 @@ var publishers = struct {
 }{m: map[*nats.Conn]*publisher{}}
 
 // publisher returns the publisher of the log's connection, subscribing its
-// inbox on first use.
+// inbox on first use. The log keeps it: a connection, once closed, stays
+// closed, and its publisher then refuses every send.
 func (l *Log) publisher() (*publisher, error) {
-	nc := l.js.Conn()
+	if p := l.pub.Load(); p != nil {
+		return p, nil
+	}
+	p, err := publisherFor(l.js.Conn())
+	if err != nil {
+		return nil, err
+	}
+	l.pub.Store(p)
+	return p, nil
+}
+
+// publisherFor returns nc's publisher, making it on first use.
+func publisherFor(nc *nats.Conn) (*publisher, error) {
 	publishers.Lock()
 	defer publishers.Unlock()
 	if p := publishers.m[nc]; p != nil {

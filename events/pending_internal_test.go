@@ -2,10 +2,12 @@ package events
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
 	"github.com/arbiter-run/arbiter/embedded"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -47,7 +49,14 @@ func TestPublisher_GoesWithItsConnection(t *testing.T) {
 	if held {
 		t.Error("a closed connection's publisher is still held")
 	}
-	if _, err := l.publisher(); err == nil {
-		t.Error("publisher for a closed connection: nil error")
+	if _, err := publisherFor(nc); !errors.Is(err, nats.ErrConnectionClosed) {
+		t.Errorf("publisher for a closed connection: got %v, want ErrConnectionClosed", err)
+	}
+	ev, err := New("r", RunCreated, RunCreatedBody{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Begin(ctx, Tail{}, ev); !errors.Is(err, nats.ErrConnectionClosed) {
+		t.Errorf("append on a closed connection: got %v, want ErrConnectionClosed", err)
 	}
 }
