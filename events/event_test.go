@@ -3,6 +3,7 @@ package events_test
 import (
 	"bytes"
 	"errors"
+	"sync"
 	"testing"
 
 	"github.com/arbiter-run/arbiter/events"
@@ -129,4 +130,36 @@ func FuzzDecode(f *testing.F) {
 			t.Fatalf("round trip changed the envelope: %+v vs %+v", e, e2)
 		}
 	})
+}
+
+// TestNewID_UniqueAndOrdered: ids made at once by many goroutines are all
+// different, and each goroutine's ids increase.
+func TestNewID_UniqueAndOrdered(t *testing.T) {
+	const goroutines, each = 8, 20000
+	all := make([][]string, goroutines)
+	var wg sync.WaitGroup
+	for g := range all {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ids := make([]string, each)
+			for i := range ids {
+				ids[i] = events.NewID()
+			}
+			all[g] = ids
+		}()
+	}
+	wg.Wait()
+	seen := make(map[string]bool, goroutines*each)
+	for g, ids := range all {
+		for i, id := range ids {
+			if seen[id] {
+				t.Fatalf("id %s made twice", id)
+			}
+			seen[id] = true
+			if i > 0 && id <= ids[i-1] {
+				t.Fatalf("goroutine %d: id %s after %s", g, id, ids[i-1])
+			}
+		}
+	}
 }
