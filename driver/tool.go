@@ -159,7 +159,7 @@ func (t *CompiledTool) Check(raw []byte) (json.RawMessage, error) {
 	if err != nil {
 		return nil, &ArgsError{Tool: t.Spec.Name, Reason: err.Error(), Err: err}
 	}
-	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(canon))
+	inst, err := decodeCanonical(canon)
 	if err != nil {
 		return nil, &ArgsError{Tool: t.Spec.Name, Reason: err.Error(), Err: err}
 	}
