@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"testing"
+	"unicode"
 
 	"pgregory.net/rapid"
 )
@@ -66,5 +67,27 @@ func TestBodyJSON_SameAsEncodingJSON(t *testing.T) {
 		if !bytes.Equal(got, want) {
 			t.Fatalf("%#v:\n got %s\nwant %s", body, got, want)
 		}
+	})
+}
+
+// TestAppendString_SameAsEncodingJSON: every ASCII byte alone, and drawn
+// strings of any bytes, are written exactly as encoding/json writes them.
+func TestAppendString_SameAsEncodingJSON(t *testing.T) {
+	check := func(t interface{ Fatalf(string, ...any) }, s string) {
+		want, err := encodeJSON(s)
+		if err != nil {
+			t.Fatalf("encoding/json refused %q: %v", s, err)
+		}
+		if got := appendString(nil, s); !bytes.Equal(got, want) {
+			t.Fatalf("%q: got %s, want %s", s, got, want)
+		}
+	}
+	for c := range 0x80 {
+		check(t, "a"+string(rune(c))+"b")
+	}
+	rapid.Check(t, func(t *rapid.T) {
+		ascii := rapid.StringOfN(rapid.RuneFrom(nil, &unicode.RangeTable{R16: []unicode.Range16{{Lo: 0, Hi: 0x7f, Stride: 1}}}), 0, 40, -1).Draw(t, "ascii")
+		check(t, ascii)
+		check(t, drawText(t, "any"))
 	})
 }
