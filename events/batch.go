@@ -16,13 +16,15 @@ import (
 // sequence seq on, whose subjects match subject (any, when empty), with one
 // batch direct get: raw, neither decoded nor checked, for a reader that
 // checks them itself (an audit). It returns fewer when the stream has no
-// more. The replies come back on the connection's shared reply
+// more, and never more than 1,024: read on from the sequence after the
+// last. The replies come back on the connection's shared reply
 // subscription (see publisher), into a channel sized for the batch: no
 // per-read subscription, whose default buffer is 512 KiB.
 func (l *Log) GetBatch(ctx context.Context, stream string, seq uint64, batch int, subject string) ([]*jetstream.RawStreamMsg, error) {
 	if batch < 1 {
 		return nil, nil
 	}
+	batch = min(batch, maxBatch)
 	pub, err := l.publisher()
 	if err != nil {
 		return nil, err

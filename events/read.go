@@ -53,8 +53,8 @@ func (l *Log) Since(ctx context.Context, run string, from Tail) ([]Record, Tail,
 	return recs, tail, err
 }
 
-// maxBatch bounds one batch read: a long run is read in several, each with
-// a reply channel of its size.
+// maxBatch bounds one batch read (see [Log.GetBatch]): a long run is read
+// in several, each with a reply channel of its size.
 const maxBatch = 1024
 
 // ReadAfter returns the events of run after the position from, up to and
@@ -73,7 +73,7 @@ func (l *Log) ReadAfter(ctx context.Context, run string, from, to Tail) ([]Recor
 	out := make([]Record, 0, want)
 	next, prev := from.Seq+1, from.Hash
 	for len(out) < want {
-		msgs, err := l.GetBatch(ctx, stream, next, min(want-len(out), maxBatch), l.RunFilter(run))
+		msgs, err := l.GetBatch(ctx, stream, next, want-len(out), l.RunFilter(run))
 		if err != nil {
 			return nil, fmt.Errorf("read run %s: %w", run, err)
 		}
