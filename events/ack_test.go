@@ -29,10 +29,10 @@ func TestParseAck_SameAsEncodingJSON(t *testing.T) {
 	check := func(t interface {
 		Fatalf(string, ...any)
 	}, b string) {
-		gotSeq, gotErr := parseAck([]byte(b))
-		wantSeq, wantErr := decodeAck([]byte(b))
-		if gotSeq != wantSeq || (gotErr == nil) != (wantErr == nil) {
-			t.Fatalf("ack %q: got %d, %v; decoding gives %d, %v", b, gotSeq, gotErr, wantSeq, wantErr)
+		gotSeq, gotDup, gotErr := parseAck([]byte(b))
+		wantSeq, wantDup, wantErr := decodeAck([]byte(b))
+		if gotSeq != wantSeq || gotDup != wantDup || (gotErr == nil) != (wantErr == nil) {
+			t.Fatalf("ack %q: got %d, %v, %v; decoding gives %d, %v, %v", b, gotSeq, gotDup, gotErr, wantSeq, wantDup, wantErr)
 		}
 		if seq, ok := plainAck([]byte(b)); ok && (wantErr != nil || seq != wantSeq) {
 			t.Fatalf("ack %q read directly as %d, decoding gives %d, %v", b, seq, wantSeq, wantErr)

@@ -1,6 +1,7 @@
 package events
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -116,7 +117,17 @@ const (
 // run's last event is this one.
 func (p *Pending) Wait(ctx context.Context) (Record, error) {
 	ev := p.rec.Event
-	seq, err := p.await(ctx)
+	seq, duplicate, err := p.await(ctx)
+	if err == nil && duplicate {
+		// The stream already holds a message under this event id: a repeat
+		// of this very append, or another message given the same id. Only
+		// the first is a success, whatever the ack says.
+		if m, gerr := p.l.streams[p.l.Shard(ev.Run)].GetMsg(ctx, seq); gerr != nil {
+			err = fmt.Errorf("event id %s is already stored at stream seq %d, which cannot be read to compare: %w", ev.ID, seq, gerr)
+		} else if m.Subject != p.msg.Subject || !bytes.Equal(m.Data, p.rec.Data) {
+			return Record{}, fmt.Errorf("append %s to run %s: %w: stream seq %d holds another message (on %s) under event id %s", ev.Kind, ev.Run, ErrConflict, seq, m.Subject, ev.ID)
+		}
+	}
 	if err == nil {
 		p.rec.StreamSeq = seq
 		p.after = Tail{Seq: seq, Count: ev.Seq, Hash: p.hash}
@@ -126,7 +137,7 @@ func (p *Pending) Wait(ctx context.Context) (Record, error) {
 	// be ours already (stored, ack lost). Only the run's last message says.
 	if isConflict(err) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) || errors.Is(err, jetstream.ErrNoStreamResponse) {
 		last, lerr := p.l.last(ctx, ev.Run)
-		if lerr == nil && last != nil && last.Header.Get(jetstream.MsgIDHeader) == ev.ID {
+		if lerr == nil && last != nil && last.Header.Get(jetstream.MsgIDHeader) == ev.ID && bytes.Equal(last.Data, p.rec.Data) {
 			rec := Record{Event: ev, Data: last.Data, Stream: p.rec.Stream, StreamSeq: last.Sequence}
 			p.after = rec.Tail()
 			return rec, nil
@@ -138,8 +149,10 @@ func (p *Pending) Wait(ctx context.Context) (Record, error) {
 	return Record{}, fmt.Errorf("append %s to run %s: %w", ev.Kind, ev.Run, err)
 }
 
-// await waits for the ack, republishing after "no responders".
-func (p *Pending) await(ctx context.Context) (uint64, error) {
+// await waits for the ack, republishing after "no responders". It returns
+// the stream sequence the ack names, and whether the server called the
+// message a duplicate of one it holds.
+func (p *Pending) await(ctx context.Context) (seq uint64, duplicate bool, err error) {
 	var expire <-chan time.Time
 	if _, ok := ctx.Deadline(); !ok {
 		t := time.NewTimer(publishTimeout)
@@ -162,29 +175,29 @@ func (p *Pending) await(ctx context.Context) (uint64, error) {
 				return parseAck(m.Data)
 			}
 			if attempt >= publishRetries {
-				return 0, jetstream.ErrNoStreamResponse
+				return 0, false, jetstream.ErrNoStreamResponse
 			}
 			select {
 			case <-time.After(publishRetryWait):
 			case <-ctx.Done():
-				return 0, ctx.Err()
+				return 0, false, ctx.Err()
 			case <-expire:
-				return 0, nats.ErrTimeout
+				return 0, false, nats.ErrTimeout
 			case <-pub.closed:
-				return 0, nats.ErrConnectionClosed
+				return 0, false, nats.ErrConnectionClosed
 			}
 			if err := pub.send(p); err != nil {
-				return 0, err
+				return 0, false, err
 			}
 		case <-ctx.Done():
 			pub.forget(p.token)
-			return 0, ctx.Err()
+			return 0, false, ctx.Err()
 		case <-expire:
 			pub.forget(p.token)
-			return 0, nats.ErrTimeout
+			return 0, false, nats.ErrTimeout
 		case <-pub.closed:
 			pub.forget(p.token)
-			return 0, nats.ErrConnectionClosed
+			return 0, false, nats.ErrConnectionClosed
 		}
 	}
 }
@@ -198,9 +211,9 @@ func noResponders(m *nats.Msg) bool {
 // parseAck reads a JetStream publish acknowledgement. The common one,
 // {"stream":"<name>","seq":<n>} and nothing else, is read directly; any
 // other (an error, a duplicate, a domain) goes through encoding/json.
-func parseAck(b []byte) (uint64, error) {
+func parseAck(b []byte) (seq uint64, duplicate bool, err error) {
 	if seq, ok := plainAck(b); ok {
-		return seq, nil
+		return seq, false, nil
 	}
 	return decodeAck(b)
 }
@@ -236,22 +249,23 @@ func plainAck(b []byte) (uint64, bool) {
 	return seq, true
 }
 
-func decodeAck(b []byte) (uint64, error) {
+func decodeAck(b []byte) (seq uint64, duplicate bool, err error) {
 	var ack struct {
-		Error  *jetstream.APIError `json:"error"`
-		Stream string              `json:"stream"`
-		Seq    uint64              `json:"seq"`
+		Error     *jetstream.APIError `json:"error"`
+		Stream    string              `json:"stream"`
+		Seq       uint64              `json:"seq"`
+		Duplicate bool                `json:"duplicate"`
 	}
 	if err := json.Unmarshal(b, &ack); err != nil {
-		return 0, fmt.Errorf("%w: %q", jetstream.ErrInvalidJSAck, b)
+		return 0, false, fmt.Errorf("%w: %q", jetstream.ErrInvalidJSAck, b)
 	}
 	if ack.Error != nil {
-		return 0, fmt.Errorf("nats: %w", ack.Error)
+		return 0, false, fmt.Errorf("nats: %w", ack.Error)
 	}
 	if ack.Stream == "" || ack.Seq == 0 {
-		return 0, fmt.Errorf("%w: %q", jetstream.ErrInvalidJSAck, b)
+		return 0, false, fmt.Errorf("%w: %q", jetstream.ErrInvalidJSAck, b)
 	}
-	return ack.Seq, nil
+	return ack.Seq, ack.Duplicate, nil
 }
 
 // publisher sends the appends made on one connection with a reply subject

@@ -221,3 +221,29 @@ func TestBegin_LogsShareTheirConnectionsAckSubscription(t *testing.T) {
 		t.Errorf("subscriptions after appending through 20 more logs: %d, want still %d", got, subs)
 	}
 }
+
+// TestWait_AnotherMessageUnderTheEventsID: when the stream already holds a
+// different message under the event's id (here, on another run), the
+// server acks the append as a duplicate without storing it. That is no
+// success: Wait says conflict, and the run is as it was.
+func TestWait_AnotherMessageUnderTheEventsID(t *testing.T) {
+	ctx := ctxT(t)
+	env := testkit.JetStream(t)
+	l := env.Log(t, events.Config{})
+	t0 := startRun(t, ctx, l, "r")
+	startRun(t, ctx, l, "other")
+	ev := mustEvent(t, "r", events.StepDecided, events.StepDecidedBody{Step: 1, Tool: "x"})
+	if _, err := env.JS.PublishMsg(ctx, &nats.Msg{Subject: l.Subject("other", events.StepObserved), Data: []byte(`{"impostor":true}`)}, jetstream.WithMsgID(ev.ID)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Append(ctx, t0, ev); !errors.Is(err, events.ErrConflict) {
+		t.Fatalf("append under an id the stream holds for another message: got %v, want ErrConflict", err)
+	}
+	tail, err := l.Tail(ctx, "r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tail != t0 {
+		t.Errorf("run's tail after the refused append: %+v, want still %+v", tail, t0)
+	}
+}
