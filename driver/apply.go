@@ -3,6 +3,7 @@ package driver
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -114,21 +115,46 @@ func (d *Driver) run(ctx context.Context, r *Run, n int, ct *CompiledTool, args 
 func (d *Driver) call(ctx context.Context, ct *CompiledTool, args json.RawMessage) (kind, content string) {
 	ctx, cancel := context.WithTimeout(ctx, ct.Spec.Timeout)
 	defer cancel()
+	res, err := aside(ctx, "tool "+ct.Spec.Name, func(ctx context.Context) (string, error) {
+		return ct.Tool.Execute(ctx, append(json.RawMessage(nil), args...))
+	})
+	switch {
+	case errors.Is(err, errOverran) && ctx.Err() == context.DeadlineExceeded:
+		return events.ObsTimeout, fmt.Sprintf("tool %s timed out after %s", ct.Spec.Name, ct.Spec.Timeout)
+	case errors.Is(err, errOverran):
+		return events.ObsToolError, fmt.Sprintf("tool %s cancelled: %v", ct.Spec.Name, ctx.Err())
+	case err == nil:
+		return events.ObsResult, res
+	case ctx.Err() == context.DeadlineExceeded:
+		return events.ObsTimeout, fmt.Sprintf("tool %s timed out after %s: %v", ct.Spec.Name, ct.Spec.Timeout, err)
+	}
+	return events.ObsToolError, err.Error()
+}
+
+// errOverran is aside's error for a function still running when its
+// context ended.
+var errOverran = errors.New("did not return before its context ended")
+
+// aside runs fn in a goroutine of its own and waits for it, or for ctx to
+// end, calling the busy hook (see [WithBusy]) meanwhile. A panic in fn is
+// its error ("<what> panicked: …"); a fn that ignores its context is left
+// behind, and aside returns an error wrapping errOverran and ctx's error.
+func aside[T any](ctx context.Context, what string, fn func(context.Context) (T, error)) (T, error) {
 	type out struct {
-		res string
+		v   T
 		err error
 	}
 	done := make(chan out, 1)
 	go func() {
 		defer func() {
 			if p := recover(); p != nil {
-				done <- out{err: fmt.Errorf("tool %s panicked: %v", ct.Spec.Name, p)}
+				done <- out{err: fmt.Errorf("%s panicked: %v", what, p)}
 			}
 		}()
-		res, err := ct.Tool.Execute(ctx, append(json.RawMessage(nil), args...))
-		done <- out{res, err}
+		v, err := fn(ctx)
+		done <- out{v, err}
 	}()
-	var tick <-chan time.Time
+	var tick <-chan time.Time // nil, never ready, without a busy hook
 	b, hasBusy := busyOf(ctx)
 	if hasBusy {
 		t := time.NewTicker(b.every)
@@ -138,18 +164,10 @@ func (d *Driver) call(ctx context.Context, ct *CompiledTool, args json.RawMessag
 	for {
 		select {
 		case o := <-done:
-			switch {
-			case o.err == nil:
-				return events.ObsResult, o.res
-			case ctx.Err() == context.DeadlineExceeded:
-				return events.ObsTimeout, fmt.Sprintf("tool %s timed out after %s: %v", ct.Spec.Name, ct.Spec.Timeout, o.err)
-			}
-			return events.ObsToolError, o.err.Error()
+			return o.v, o.err
 		case <-ctx.Done():
-			if ctx.Err() == context.DeadlineExceeded {
-				return events.ObsTimeout, fmt.Sprintf("tool %s timed out after %s", ct.Spec.Name, ct.Spec.Timeout)
-			}
-			return events.ObsToolError, fmt.Sprintf("tool %s cancelled: %v", ct.Spec.Name, ctx.Err())
+			var zero T
+			return zero, fmt.Errorf("%s %w: %w", what, errOverran, ctx.Err())
 		case <-tick:
 			b.fn()
 		}

@@ -42,34 +42,22 @@ func (d *Driver) recover(ctx context.Context, r *Run, n int) error {
 	return d.pauseInterrupted(ctx, r, n, args)
 }
 
-// reconcile asks a tool's hook about an interrupted call, under the tool's
-// timeout and in a goroutine of its own, as a call runs: a hook that
-// panics, fails or does not answer in time is an error, which recover
-// takes as Unknown, and a hook that ignores its context is left behind.
+// reconcile asks a tool's hook about an interrupted call as a call runs
+// (see aside), under the tool's timeout: a hook that panics, fails or does
+// not answer in time is an error, which recover takes as Unknown, and a
+// hook that ignores its context is left behind.
 func reconcile(ctx context.Context, ct *CompiledTool, rec Reconciler, args json.RawMessage) (Reconciliation, string, error) {
 	ctx, cancel := context.WithTimeout(ctx, ct.Spec.Timeout)
 	defer cancel()
-	type out struct {
+	type answer struct {
 		res     Reconciliation
 		content string
-		err     error
 	}
-	done := make(chan out, 1)
-	go func() {
-		defer func() {
-			if p := recover(); p != nil {
-				done <- out{err: fmt.Errorf("reconcile hook of %s panicked: %v", ct.Spec.Name, p)}
-			}
-		}()
+	a, err := aside(ctx, "reconcile hook of "+ct.Spec.Name, func(ctx context.Context) (answer, error) {
 		res, content, err := rec.Reconcile(ctx, append(json.RawMessage(nil), args...))
-		done <- out{res, content, err}
-	}()
-	select {
-	case o := <-done:
-		return o.res, o.content, o.err
-	case <-ctx.Done():
-		return Unknown, "", fmt.Errorf("reconcile hook of %s: %w", ct.Spec.Name, ctx.Err())
-	}
+		return answer{res, content}, err
+	})
+	return a.res, a.content, err
 }
 
 // pauseInterrupted raises the runtime's own approval for an interrupted call.
