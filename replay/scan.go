@@ -212,14 +212,15 @@ func (c *checker) timeAt(ctx context.Context, stream string, seq uint64) (time.T
 	if err != nil {
 		return time.Time{}, 0, fmt.Errorf("replay %s: read seq %d: %w", stream, seq, err)
 	}
-	for _, m := range msgs {
-		e, err := events.Decode(m.Data)
-		if err != nil {
-			return time.Time{}, m.Sequence, nil
-		}
-		return e.Time, m.Sequence, nil
+	if len(msgs) == 0 {
+		return time.Time{}, ^uint64(0), nil
 	}
-	return time.Time{}, ^uint64(0), nil
+	m := msgs[0]
+	e, err := events.Decode(m.Data)
+	if err != nil {
+		return time.Time{}, m.Sequence, nil
+	}
+	return e.Time, m.Sequence, nil
 }
 
 // readRun reads one run from its first event to its last, reporting what
