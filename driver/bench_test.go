@@ -14,19 +14,6 @@ import (
 	"github.com/arbiter-run/arbiter/testkit"
 )
 
-// loopAgent asks for the same read-only call forever, with the step number
-// in the arguments so loop detection never fires, and a terminal call at the
-// end.
-type loopAgent struct{ steps int }
-
-func (a loopAgent) Decide(_ context.Context, in driver.StepInput) (driver.Decision, error) {
-	n := in.Steps.Len() + 1
-	if n == a.steps {
-		return testkit.Call("done", `{}`), nil
-	}
-	return testkit.Call("read", fmt.Sprintf(`{"n":%d}`, n)), nil
-}
-
 // BenchmarkRun drives whole runs of 10, 100 and 1,000 steps with small and
 // 8 KiB observations and reports time, bytes and allocations per step. The
 // per-step cost must not grow with the steps before it.
@@ -56,7 +43,7 @@ func BenchmarkRun(b *testing.B) {
 					if err != nil {
 						b.Fatal(err)
 					}
-					if err := d.Drive(ctx, r, loopAgent{steps: steps}); err != nil {
+					if err := d.Drive(ctx, r, testkit.Counter{Tool: "read", Steps: steps}); err != nil {
 						b.Fatal(err)
 					}
 					if st := r.View().Run.Status; st != "COMPLETED" {

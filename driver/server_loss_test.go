@@ -14,7 +14,6 @@ import (
 	"github.com/arbiter-run/arbiter/projector"
 	"github.com/arbiter-run/arbiter/testkit"
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 // openOn starts a server storing in dir and opens the log on it over TCP.
@@ -29,18 +28,7 @@ func openOn(t *testing.T, dir string, port int) (*embedded.Server, *events.Log) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	log, err := events.Open(ctx, js, events.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return srv, log
+	return srv, testkit.OnConn(t, srv, nc).Log(t, events.Config{})
 }
 
 // TestDriver_ServerGoneMidRunLosesNothing: the server goes away while a

@@ -16,7 +16,6 @@ import (
 	"github.com/arbiter-run/arbiter/projector"
 	"github.com/arbiter-run/arbiter/scripted"
 	"github.com/arbiter-run/arbiter/testkit"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
 )
 
@@ -63,18 +62,11 @@ func (f *approvalFleet) member(t *testing.T) (*driver.Driver, *fleet.Queue) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	member := testkit.OnConn(t, f.js.Server, nc)
+	log := member.Log(t, events.Config{})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	log, err := events.Open(ctx, js, events.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	q, err := fleet.Setup(ctx, js, fleet.Config{})
+	q, err := fleet.Setup(ctx, member.JS, fleet.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

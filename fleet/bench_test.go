@@ -27,18 +27,6 @@ import (
 // its figures with b.ReportMetric; run them with -benchtime=1x (see the doc
 // for the exact command).
 
-// benchAgent asks for steps-1 read-only calls, each with its step number in
-// the arguments (so loop detection never fires), then the terminal call.
-type benchAgent struct{ steps int }
-
-func (a benchAgent) Decide(_ context.Context, in driver.StepInput) (driver.Decision, error) {
-	n := in.Steps.Len() + 1
-	if n >= a.steps {
-		return testkit.Call("done", `{}`), nil
-	}
-	return testkit.Call("work", fmt.Sprintf(`{"n":%d}`, n)), nil
-}
-
 func benchCtx(b *testing.B) context.Context {
 	b.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
@@ -83,7 +71,7 @@ func benchTemplate(b *testing.B, ctx context.Context, d *driver.Driver, steps in
 	if err != nil {
 		b.Fatal(err)
 	}
-	if err := d.Drive(ctx, r, benchAgent{steps}); err != nil {
+	if err := d.Drive(ctx, r, testkit.Counter{Tool: "work", Steps: steps}); err != nil {
 		b.Fatal(err)
 	}
 	recs, _, err := d.Log().Read(ctx, id)
@@ -194,12 +182,7 @@ func benchOneRun(b *testing.B, tcp bool) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		b.Cleanup(nc.Close)
-		js, err := jetstream.New(nc)
-		if err != nil {
-			b.Fatal(err)
-		}
-		env = &testkit.JS{Server: env.Server, Conn: nc, JS: js}
+		env = testkit.OnConn(b, env.Server, nc)
 	}
 	log := env.Log(b, events.Config{})
 	ctx := benchCtx(b)
@@ -218,7 +201,7 @@ func benchOneRun(b *testing.B, tcp bool) {
 		b.StartTimer()
 		drive := func() {
 			start := time.Now()
-			if err := d.Drive(ctx, r, benchAgent{steps}); err != nil {
+			if err := d.Drive(ctx, r, testkit.Counter{Tool: "work", Steps: steps}); err != nil {
 				b.Fatal(err)
 			}
 			inDrive += time.Since(start)
@@ -342,7 +325,7 @@ func BenchmarkFleet_1000RunsTenMsTool(b *testing.B) {
 
 			b.ResetTimer()
 			start, cpu0 := time.Now(), cpuTime()
-			stop := f.runWorkers(b, d, benchAgent{steps}, shape.workers, shape.concurrency)
+			stop := f.runWorkers(b, d, testkit.Counter{Tool: "work", Steps: steps}, shape.workers, shape.concurrency)
 			select {
 			case <-all:
 			case <-ctx.Done():
@@ -646,7 +629,7 @@ func BenchmarkWorker_MemoryWith1000RunsInFlight(b *testing.B) {
 	f.createRuns(b, ctx, d, "mem", runs)
 	before, g0 := memStats(), runtime.NumGoroutine()
 	b.ResetTimer()
-	stop := f.runWorkers(b, d, benchAgent{2}, 1, runs)
+	stop := f.runWorkers(b, d, testkit.Counter{Tool: "work", Steps: 2}, 1, runs)
 	waitCount(b, &arrived, runs, time.Minute)
 	during, g1 := memStats(), runtime.NumGoroutine()
 	b.StopTimer()

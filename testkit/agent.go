@@ -2,6 +2,7 @@ package testkit
 
 import (
 	"context"
+	"fmt"
 	"sync"
 
 	"github.com/arbiter-run/arbiter/driver"
@@ -38,4 +39,21 @@ func (s *Script) Inputs() []driver.StepInput {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]driver.StepInput(nil), s.inputs...)
+}
+
+// Counter is an agent for runs of a known length: Steps-1 calls of Tool,
+// each with its step number in the arguments (so loop detection never
+// fires), then a call of the terminal tool "done".
+type Counter struct {
+	Tool  string
+	Steps int
+}
+
+// Decide returns the call for the next step.
+func (c Counter) Decide(_ context.Context, in driver.StepInput) (driver.Decision, error) {
+	n := in.Steps.Len() + 1
+	if n >= c.Steps {
+		return Call("done", `{}`), nil
+	}
+	return Call(c.Tool, fmt.Sprintf(`{"n":%d}`, n)), nil
 }

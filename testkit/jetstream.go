@@ -38,6 +38,13 @@ func connect(t testing.TB, s *embedded.Server) *JS {
 	if err != nil {
 		t.Fatalf("connect to embedded JetStream: %v", err)
 	}
+	return OnConn(t, s, nc)
+}
+
+// OnConn returns s reached through nc (a TCP connection, another client),
+// closing nc when the test ends.
+func OnConn(t testing.TB, s *embedded.Server, nc *nats.Conn) *JS {
+	t.Helper()
 	t.Cleanup(nc.Close)
 	js, err := jetstream.New(nc)
 	if err != nil {
