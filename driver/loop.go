@@ -154,9 +154,12 @@ func (d *Driver) limitHit(v *projector.View) (reason, detail string) {
 	return "", ""
 }
 
+// stepInput copies v for the agent. The agent is asked only once the run's
+// recorded tools are the driver's (advance records them first), so its
+// Tools are the copy the clone already made of them.
 func (d *Driver) stepInput(v *projector.View) StepInput {
 	c := v.Clone()
-	return StepInput{Run: c.Run, Steps: c.Steps, Approvals: c.Approvals, Tools: d.Tools()}
+	return StepInput{Run: c.Run, Steps: c.Steps, Approvals: c.Approvals, Tools: c.Run.Tools}
 }
 
 func toolsEqual(a, b []events.ToolSpec) bool {
