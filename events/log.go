@@ -239,15 +239,6 @@ func (l *Log) Append(ctx context.Context, tail Tail, ev Event) (Tail, error) {
 	return p.Tail(), nil
 }
 
-// AppendRecord is [Log.Append] returning the stored record.
-func (l *Log) AppendRecord(ctx context.Context, tail Tail, ev Event) (Record, error) {
-	p, err := l.Begin(ctx, tail, ev)
-	if err != nil {
-		return Record{}, err
-	}
-	return p.Wait(ctx)
-}
-
 // last returns the run's last stored message, or nil if the run has none.
 func (l *Log) last(ctx context.Context, run string) (*jetstream.RawStreamMsg, error) {
 	m, err := l.streams[l.Shard(run)].GetLastMsgForSubject(ctx, l.RunFilter(run))

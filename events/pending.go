@@ -49,7 +49,7 @@ func (p *Pending) Took() time.Duration { return p.took }
 func (p *Pending) Event() Event { return p.rec.Event }
 
 // Begin starts appending ev to its run, fenced on tail, exactly as
-// [Log.AppendRecord] does, but returns as soon as the event is published.
+// [Log.Append] does, but returns as soon as the event is published.
 // An invalid event, or a publish the connection refuses, is an error at
 // once; the outcome of the append is [Pending.Wait]'s.
 func (l *Log) Begin(ctx context.Context, tail Tail, ev Event) (*Pending, error) {
