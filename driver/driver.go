@@ -40,6 +40,10 @@ type Config struct {
 	// Operators whose signed decisions are accepted. Empty: no grant or
 	// denial is ever accepted.
 	Operators approvals.Operators
+	// ClockSkew is how far a decision's signing time may lie before its
+	// request or after its receipt (see [approvals.Check]). Default
+	// [approvals.DefaultSkew].
+	ClockSkew time.Duration
 	// MaxObservation bounds the bytes of a tool result recorded (the rest is
 	// cut and the observation marked truncated). Default 64 KiB.
 	MaxObservation int
@@ -102,6 +106,9 @@ func New(cfg Config) (*Driver, error) {
 	}
 	if d.cfg.Now == nil {
 		d.cfg.Now = time.Now
+	}
+	if d.cfg.ClockSkew == 0 {
+		d.cfg.ClockSkew = approvals.DefaultSkew
 	}
 	if d.cfg.Logger == nil {
 		d.cfg.Logger = slog.New(slog.DiscardHandler)

@@ -52,9 +52,6 @@ var ErrStopped = errors.New("driving stopped on request")
 // or waits for an operator).
 func (d *Driver) advance(ctx context.Context, r *Run, agent Agent) (bool, error) {
 	v := &r.view
-	if len(v.Strays) > 0 {
-		return true, d.refuseStray(ctx, r, v.Strays[0])
-	}
 	if v.Run.Status.Ended() {
 		return false, nil
 	}

@@ -52,7 +52,7 @@ const (
 
 // WorkerPermissions lets a worker do everything a worker does (append run
 // events, use the JetStream API, the work queue and the snapshot bucket)
-// except publish an operator's decision. It receives replies on
+// except publish an operator's decision on the decisions stream. It receives replies on
 // [WorkerInbox] only: a worker connects with
 // nats.CustomInboxPrefix(WorkerInbox).
 func WorkerPermissions(s Subjects) *server.Permissions {
@@ -60,20 +60,21 @@ func WorkerPermissions(s Subjects) *server.Permissions {
 	return &server.Permissions{
 		Publish: &server.SubjectPermission{
 			Allow: []string{s.RunPrefix + ".>", s.WorkPrefix + ".>", "$JS.API.>", "$JS.ACK.>", "$KV." + s.KVBucket + ".>"},
-			Deny:  decisionSubjects(s),
+			Deny:  []string{"arb.decide.>"},
 		},
 		Subscribe: &server.SubjectPermission{Allow: []string{WorkerInbox + ".>"}},
 	}
 }
 
 // OperatorPermissions lets an operator read the runs streams (info, message
-// and direct gets, its own consumers for watching), publish approval
-// decisions, and nudge the work queue, and nothing else: no other run event,
-// no stream management, nothing on the work queue's consumer. It receives
+// and direct gets, its own consumers for watching), publish signed
+// decisions on the decisions stream, and nudge the work queue, and nothing
+// else: no run event at all, no stream management, nothing on the work
+// queue's consumer. It receives
 // replies on [OperatorInbox] only.
 func OperatorPermissions(s Subjects) *server.Permissions {
 	s = s.withDefaults()
-	allow := append(decisionSubjects(s), s.WorkPrefix+".*", "$JS.API.INFO")
+	allow := []string{"arb.decide.*", s.WorkPrefix + ".*", "$JS.API.INFO"}
 	for k := 0; k < s.Shards; k++ {
 		st := s.RunStream + "_" + strconv.Itoa(k)
 		allow = append(allow,
@@ -88,18 +89,6 @@ func OperatorPermissions(s Subjects) *server.Permissions {
 		Publish:   &server.SubjectPermission{Allow: allow},
 		Subscribe: &server.SubjectPermission{Allow: []string{OperatorInbox + ".>"}},
 	}
-}
-
-// decisionSubjects are the subjects of operator decisions on every run, at
-// the depth the log's shard count gives them: <prefix>.<run>.<kind> with one
-// shard, <prefix>.<k>.<run>.<kind> with more. Only that depth: the other
-// would let an operator write inside a run's fence filter.
-func decisionSubjects(s Subjects) []string {
-	run := s.RunPrefix + ".*"
-	if s.Shards > 1 {
-		run = s.RunPrefix + ".*.*"
-	}
-	return []string{run + ".approval.granted", run + ".approval.denied"}
 }
 
 // Credentials are the passwords of the worker and operator users the

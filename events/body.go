@@ -153,9 +153,13 @@ const (
 	Deny  = "deny"
 )
 
-// DecisionBody is the body of [ApprovalGranted] and [ApprovalDenied]: an
-// operator's decision, signed over the run, the approval id, the hash and the
-// decision.
+// DecisionBody is an operator's decision, signed over the run, the
+// approval id, the hash, the decision, the operator, the signing time and
+// the reason. An operator publishes it on the run's decision subject (see
+// [Log.PublishDecision]) with Received and Intake empty; the worker that
+// accepts it records it as the body of [ApprovalGranted] or
+// [ApprovalDenied] (whichever Decision says), with Received and Intake
+// filled in. Those two are the worker's, not signed.
 type DecisionBody struct {
 	Approval  string    `json:"approval"`
 	Hash      string    `json:"hash"`
@@ -164,6 +168,24 @@ type DecisionBody struct {
 	Reason    string    `json:"reason,omitempty"`
 	Signed    time.Time `json:"signed"`
 	Signature string    `json:"signature"`
+	// Received is when the worker that recorded the decision read it from
+	// the decisions stream, by that worker's clock (the clock approvals
+	// expire by). Expiry and the signing time are judged against it.
+	Received time.Time `json:"received,omitzero"`
+	// Intake is the decision's sequence in the decisions stream.
+	Intake uint64 `json:"intake,omitempty"`
+}
+
+// Kind is the event kind that records d: [ApprovalGranted] for a grant,
+// [ApprovalDenied] for a denial, "" for anything else.
+func (d DecisionBody) Kind() Kind {
+	switch d.Decision {
+	case Grant:
+		return ApprovalGranted
+	case Deny:
+		return ApprovalDenied
+	}
+	return ""
 }
 
 // ExpiredBody is the body of [ApprovalExpired].
@@ -174,8 +196,12 @@ type ExpiredBody struct {
 // RefusedBody is the body of [ApprovalRefused].
 type RefusedBody struct {
 	Approval string `json:"approval"`
-	// Event is the id of the decision event that was refused.
-	Event    string `json:"event"`
+	// Event is the id of the recorded decision event that was refused, when
+	// a decision already recorded no longer verifies (its key was removed).
+	Event string `json:"event,omitempty"`
+	// Intake is the sequence in the decisions stream of the published
+	// decision that was refused before it was recorded.
+	Intake   uint64 `json:"intake,omitempty"`
 	Operator string `json:"operator,omitempty"`
 	Reason   string `json:"reason"`
 }

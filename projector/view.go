@@ -111,15 +111,6 @@ type Approval struct {
 	DecisionEvent string
 }
 
-// Stray is a recorded operator decision that did not take: it names no
-// approval of the run, or one that was no longer pending. A worker records a
-// refusal for it; until then it stays listed here.
-type Stray struct {
-	Event    string
-	Kind     events.Kind
-	Decision events.DecisionBody
-}
-
 // View is a run as its events say it is.
 //
 // A view survives encoding/json unchanged (a worker's snapshot), provided
@@ -130,10 +121,12 @@ type View struct {
 	Run       Run
 	Steps     Steps
 	Approvals []Approval
-	// Strays are decisions waiting to be refused; Refusals every refusal
-	// recorded, in order.
-	Strays   []Stray
+	// Refusals is every refusal recorded, in order.
 	Refusals []events.RefusedBody
+	// Intake is the sequence in the decisions stream of the last published
+	// decision the run recorded (accepted or refused): a worker reads the
+	// decisions after it.
+	Intake uint64
 }
 
 // Step returns a copy of step n (1-based), or nil.
@@ -179,7 +172,7 @@ func (v *View) PendingApproval() *Approval {
 // the copy changes nothing in v. It costs the same whatever the run's length
 // (see [Steps]).
 func (v View) Clone() View {
-	c := View{Run: v.Run}
+	c := View{Run: v.Run, Intake: v.Intake}
 	c.Run.Input = cloneRaw(v.Run.Input)
 	c.Run.Tools = cloneTools(v.Run.Tools)
 	c.Steps = v.Steps.clone()
@@ -189,7 +182,6 @@ func (v View) Clone() View {
 			c.Approvals[i] = a.clone()
 		}
 	}
-	c.Strays = cloneSlice(v.Strays)
 	c.Refusals = cloneSlice(v.Refusals)
 	return c
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
-	"time"
 
 	"github.com/arbiter-run/arbiter/approvals"
 	"github.com/arbiter-run/arbiter/events"
@@ -129,7 +128,6 @@ func policyView(v projector.View) projector.View {
 			c.Approvals[i] = a
 		}
 	}
-	c.Strays = slices.Clone(v.Strays)
 	c.Refusals = slices.Clone(v.Refusals)
 	return c
 }
@@ -268,7 +266,7 @@ func (c *checker) decision(st *runState, e events.Event, seq uint64, report bool
 			g.Tool = st.view.Steps.At(a.Step - 1).Decision.Tool
 		}
 	}
-	g.Verdict, g.Reason = c.verify(e.Run, d, a)
+	g.Verdict, g.Reason = c.verify(e.Run, e.Kind, d, a)
 	takes := a != nil && a.State == projector.Pending
 	if c.fold(st, e, seq); st.broken != "" {
 		return nil
@@ -289,23 +287,28 @@ func (c *checker) decision(st *runState, e events.Event, seq uint64, report bool
 	return c.emitGrant(g)
 }
 
-// verify judges decision d on approval a (nil: the run has none by that id).
-func (c *checker) verify(run string, d events.DecisionBody, a *projector.Approval) (GrantVerdict, string) {
-	if len(c.opts.Operators) > 0 {
-		if err := approvals.Verify(c.opts.Operators, run, d); err != nil {
-			return GrantInvalid, err.Error()
-		}
-	}
+// verify judges decision d, recorded as an event of kind k, on approval a
+// (nil: the run has none by that id), as a worker does before it records
+// one ([approvals.Check]). With no operator keys configured, the signature
+// is still checked against the key the decision names, and a decision that
+// holds is unverified: nothing says that key is an operator's.
+func (c *checker) verify(run string, k events.Kind, d events.DecisionBody, a *projector.Approval) (GrantVerdict, string) {
 	switch {
 	case a == nil:
 		return GrantNotActed, fmt.Sprintf("%v: %s", approvals.ErrNoApproval, d.Approval)
-	case d.Hash != a.Hash:
-		return GrantInvalid, fmt.Sprintf("%v: %s, approval is %s", approvals.ErrWrongHash, short(d.Hash), short(a.Hash))
+	case d.Kind() != k:
+		return GrantInvalid, fmt.Sprintf("%v: %q recorded as %s", approvals.ErrBadDecision, d.Decision, k)
 	case a.State != projector.Pending:
 		return GrantNotActed, fmt.Sprintf("%v (state %s)", approvals.ErrNotPending, a.State)
-	case approvals.Expired(a, d.Signed):
-		return GrantNotActed, fmt.Sprintf("%v: expired %s, signed %s", approvals.ErrExpired, a.ExpiresAt.Format(time.RFC3339), d.Signed.Format(time.RFC3339))
-	case len(c.opts.Operators) == 0:
+	}
+	ops := c.opts.Operators
+	if len(ops) == 0 {
+		ops = approvals.Operators{d.Operator: "unverified"}
+	}
+	if err := approvals.Check(ops, run, a, d, approvals.DefaultSkew); err != nil {
+		return GrantInvalid, err.Error()
+	}
+	if len(c.opts.Operators) == 0 {
 		return GrantUnverified, "no operator keys to verify the signature with"
 	}
 	return GrantValid, ""

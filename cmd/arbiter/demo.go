@@ -119,14 +119,7 @@ func runDemo(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	ev, err := events.New(id, events.ApprovalGranted, grant)
-	if err != nil {
-		return err
-	}
-	if _, err := log.Append(ctx, run.Tail(), ev); err != nil {
-		return err
-	}
-	if err := d.Refresh(ctx, run); err != nil {
+	if _, err := approvals.Publish(ctx, log, id, grant); err != nil {
 		return err
 	}
 	if err := d.Drive(ctx, run, agent); err != nil {

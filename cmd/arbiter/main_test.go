@@ -192,40 +192,73 @@ func TestGrant_NotATerminalNeedsYes(t *testing.T) {
 	}
 }
 
-func TestGrant_YesRecordsVerifiableGrant(t *testing.T) {
+// settle drives run as a worker would when nudged, with no agent: it
+// records the decisions published for it and acts on them.
+func (e *opsEnv) settle(t *testing.T, run string) {
+	t.Helper()
+	r, err := e.d.Load(t.Context(), run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.d.Drive(t.Context(), r, nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// published returns the decisions published for run, in order.
+func (e *opsEnv) published(t *testing.T, run string) []events.DecisionBody {
+	t.Helper()
+	msgs, err := e.d.Log().Decisions(t.Context(), run, 0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []events.DecisionBody
+	for _, m := range msgs {
+		d, err := approvals.ParseDecision(m.Data)
+		if err != nil {
+			t.Fatalf("published decision %d: %v", m.Sequence, err)
+		}
+		out = append(out, d)
+	}
+	return out
+}
+
+// TestGrant_YesPublishesVerifiableGrant: grant --yes publishes a signed
+// grant on the run's decision subject and nudges the fleet; it writes
+// nothing on the run. A worker verifies it, records it (with the signature,
+// so it still verifies from the log) and acts on it.
+func TestGrant_YesPublishesVerifiableGrant(t *testing.T) {
 	e := newOpsEnv(t)
 	a := e.pause(t, "run-a", `{"to":"ops"}`)
+	before := len(e.records(t, "run-a"))
 	var out bytes.Buffer
 	if err := runGrant(t.Context(), e.args("run-a", a.ID, "--key", e.key, "--yes", "--reason", "checked the recipient"), &out); err != nil {
 		t.Fatalf("grant --yes: %v", err)
 	}
-	grants := e.ofKind(t, "run-a", events.ApprovalGranted)
-	if len(grants) != 1 {
-		t.Fatalf("%d approval.granted events, want 1", len(grants))
+	if got := len(e.records(t, "run-a")); got != before {
+		t.Errorf("run has %d events after grant, want %d: the operator writes nothing on the run", got, before)
 	}
-	d, err := events.DecodeBody[events.DecisionBody](grants[0].Event)
-	if err != nil {
-		t.Fatal(err)
+	pub := e.published(t, "run-a")
+	if len(pub) != 1 {
+		t.Fatalf("%d decisions published, want 1", len(pub))
 	}
+	d := pub[0]
 	if err := approvals.Verify(e.ops, "run-a", d); err != nil {
-		t.Errorf("recorded grant does not verify: %v", err)
+		t.Errorf("published grant does not verify: %v", err)
 	}
 	if d.Approval != a.ID || d.Hash != a.Hash || d.Decision != events.Grant || d.Reason != "checked the recipient" {
-		t.Errorf("recorded grant = %+v, want approval %s hash %s grant with the reason", d, a.ID, a.Hash)
+		t.Errorf("published grant = %+v, want approval %s hash %s grant with the reason", d, a.ID, a.Hash)
 	}
-	if !strings.Contains(out.String(), grants[0].Event.ID) {
-		t.Errorf("output %q does not name the recorded event %s", out.String(), grants[0].Event.ID)
+	if !strings.Contains(out.String(), "published as decision 1") {
+		t.Errorf("output %q does not name the published decision", out.String())
 	}
 	if !e.nudged(t, "run-a") {
 		t.Error("no nudge for the run after the grant")
 	}
-	// A worker acts on it.
+	// A worker records it and acts on it.
 	r, err := e.d.Load(t.Context(), "run-a")
 	if err != nil {
 		t.Fatal(err)
-	}
-	if err := e.approvalCheck(r); err != nil {
-		t.Errorf("approvals.Check on the granted approval: %v", err)
 	}
 	if err := e.d.Drive(t.Context(), r, e.agent(`{"to":"ops"}`)); err != nil {
 		t.Fatal(err)
@@ -236,36 +269,36 @@ func TestGrant_YesRecordsVerifiableGrant(t *testing.T) {
 	if got := e.send.Count(); got != 1 {
 		t.Errorf("send executed %d times, want 1", got)
 	}
+	grants := e.ofKind(t, "run-a", events.ApprovalGranted)
+	if len(grants) != 1 {
+		t.Fatalf("%d approval.granted events, want 1", len(grants))
+	}
+	rec, err := events.DecodeBody[events.DecisionBody](grants[0].Event)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := approvals.Verify(e.ops, "run-a", rec); err != nil || rec.Intake != 1 || rec.Received.IsZero() {
+		t.Errorf("recorded grant %+v: verify %v, want intake 1 and a time of receipt", rec, err)
+	}
 }
 
-func (e *opsEnv) approvalCheck(r *driver.Run) error {
-	v := r.View()
-	return approvals.Check(e.ops, r.ID(), v.PendingApproval())
-}
-
-func TestDeny_RecordsVerifiableDenial(t *testing.T) {
+func TestDeny_PublishesVerifiableDenial(t *testing.T) {
 	e := newOpsEnv(t)
 	a := e.pause(t, "run-a", `{"to":"everyone"}`)
 	var out bytes.Buffer
 	if err := runDeny(t.Context(), e.args("run-a", a.ID, "--key", e.key, "--yes", "--reason", "too wide"), &out); err != nil {
 		t.Fatalf("deny --yes: %v", err)
 	}
-	denials := e.ofKind(t, "run-a", events.ApprovalDenied)
-	if len(denials) != 1 {
-		t.Fatalf("%d approval.denied events, want 1", len(denials))
+	pub := e.published(t, "run-a")
+	if len(pub) != 1 {
+		t.Fatalf("%d decisions published, want 1", len(pub))
 	}
-	d, err := events.DecodeBody[events.DecisionBody](denials[0].Event)
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := pub[0]
 	if err := approvals.Verify(e.ops, "run-a", d); err != nil {
-		t.Errorf("recorded denial does not verify: %v", err)
+		t.Errorf("published denial does not verify: %v", err)
 	}
 	if d.Decision != events.Deny || d.Reason != "too wide" {
-		t.Errorf("recorded denial = %+v, want deny with reason %q", d, "too wide")
-	}
-	if got := len(e.ofKind(t, "run-a", events.ApprovalGranted)); got != 0 {
-		t.Errorf("%d grants recorded by deny, want 0", got)
+		t.Errorf("published denial = %+v, want deny with reason %q", d, "too wide")
 	}
 	r, err := e.d.Load(t.Context(), "run-a")
 	if err != nil {
@@ -279,6 +312,12 @@ func TestDeny_RecordsVerifiableDenial(t *testing.T) {
 	}
 	if got := e.send.Count(); got != 0 {
 		t.Errorf("send executed %d times after a denial, want 0", got)
+	}
+	if got := len(e.ofKind(t, "run-a", events.ApprovalGranted)); got != 0 {
+		t.Errorf("%d grants recorded after a denial, want 0", got)
+	}
+	if got := len(e.ofKind(t, "run-a", events.ApprovalDenied)); got != 1 {
+		t.Errorf("%d denials recorded, want 1", got)
 	}
 }
 
@@ -316,10 +355,12 @@ func TestGrant_Refusals(t *testing.T) {
 		t.Errorf("%d grants recorded by refused commands, want 0", got)
 	}
 
-	// Decided once, a second decision is refused before anything is signed.
+	// Decided once (and recorded by a worker), a second decision is
+	// refused before anything is signed.
 	if err := runGrant(t.Context(), e.args("run-a", a.ID, "--key", e.key, "--yes"), &bytes.Buffer{}); err != nil {
 		t.Fatal(err)
 	}
+	e.settle(t, "run-a")
 	if err := runDeny(t.Context(), e.args("run-a", a.ID, "--key", e.key, "--yes"), &bytes.Buffer{}); err == nil {
 		t.Error("deny of a granted approval: nil error, want it refused")
 	}
@@ -336,6 +377,7 @@ func TestApprovals_ListsPending(t *testing.T) {
 	if err := runGrant(t.Context(), e.args("run-granted", a3.ID, "--key", e.key, "--yes"), &bytes.Buffer{}); err != nil {
 		t.Fatal(err)
 	}
+	e.settle(t, "run-granted")
 	var out bytes.Buffer
 	if err := runApprovals(t.Context(), e.args(), &out); err != nil {
 		t.Fatalf("approvals: %v", err)
@@ -440,6 +482,7 @@ func TestWatch_PrintsApprovalEvents(t *testing.T) {
 	if err := runGrant(t.Context(), e.args("run-a", a.ID, "--key", e.key, "--yes", "--reason", "fine"), &bytes.Buffer{}); err != nil {
 		t.Fatal(err)
 	}
+	e.settle(t, "run-a")
 	waitLine(t, &out, "run-a", string(events.ApprovalGranted), "fine")
 	if err := stop(); err != nil {
 		t.Errorf("watch = %v after cancel, want nil", err)
@@ -494,18 +537,18 @@ func TestWatch_DurableResumesWhereItLeftOff(t *testing.T) {
 	}
 }
 
-// TestApprovals_UnreadableRunDoesNotHideOthers: an operator user can store
-// garbage on a run's decision subject (docs/security.md); that run fails
-// closed, but the other runs' approvals must still be listed.
+// TestApprovals_UnreadableRunDoesNotHideOthers: a client with the worker's
+// NATS user can store garbage on a run's subjects (docs/security.md); that
+// run fails closed, but the other runs' approvals must still be listed.
 func TestApprovals_UnreadableRunDoesNotHideOthers(t *testing.T) {
 	e := newOpsEnv(t)
 	a := e.pause(t, "run-good", `{"to":"ops"}`)
 	e.pause(t, "run-broken", `{"to":"dev"}`)
-	pw, err := os.ReadFile(filepath.Join(e.data, "credentials", "operator.password"))
+	pw, err := os.ReadFile(filepath.Join(e.data, "credentials", "worker.password"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	nc, err := nats.Connect(e.url, nats.UserInfo("operator", strings.TrimSpace(string(pw))), embedded.InboxOption("operator"))
+	nc, err := nats.Connect(e.url, nats.UserInfo("worker", strings.TrimSpace(string(pw))), embedded.InboxOption("worker"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -515,7 +558,7 @@ func TestApprovals_UnreadableRunDoesNotHideOthers(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := js.Publish(t.Context(), e.log.Subject("run-broken", events.ApprovalGranted), []byte("not an event")); err != nil {
-		t.Fatalf("operator publish on a decision subject: %v", err)
+		t.Fatalf("worker-user publish on a run subject: %v", err)
 	}
 	if _, err := e.d.Load(t.Context(), "run-broken"); !errors.Is(err, events.ErrMalformed) {
 		t.Errorf("worker load of the broken run = %v, want %v (fail closed)", err, events.ErrMalformed)

@@ -257,55 +257,42 @@ func decide(ctx context.Context, name, decision string, args []string, out io.Wr
 		return fmt.Errorf("operator key %s: %w", keyFile, err)
 	}
 	run, id := pos[0], pos[1]
-	for attempt := 0; attempt < 5; attempt++ {
-		v, _, tail, err := fold(ctx, c.log, run)
-		if err != nil {
-			return err
-		}
-		a := v.Approval(id)
-		if a == nil {
-			return fmt.Errorf("run %s has no approval %s", run, id)
-		}
-		if a.State != projector.Pending {
-			return fmt.Errorf("approval %s is %s, not pending", id, a.State)
-		}
-		if attempt == 0 && !yes {
-			showApproval(out, run, *a)
-			if !isTerminal(os.Stdin) {
-				return usageError{"not at a terminal: pass --yes to " + name + " without being asked"}
-			}
-			fmt.Fprintf(out, "%s approval %s of run %s? [y/N] ", name, id, run)
-			var answer string
-			_, _ = fmt.Fscanln(os.Stdin, &answer)
-			if answer != "y" && answer != "yes" {
-				return fmt.Errorf("not confirmed; nothing recorded")
-			}
-		}
-		d, err := approvals.Sign(kp, run, id, a.Hash, decision, reason, time.Now())
-		if err != nil {
-			return err
-		}
-		kind := events.ApprovalGranted
-		if decision == events.Deny {
-			kind = events.ApprovalDenied
-		}
-		ev, err := events.New(run, kind, d)
-		if err != nil {
-			return err
-		}
-		if _, err := c.log.Append(ctx, tail, ev); err != nil {
-			if isConflict(err) {
-				continue
-			}
-			return err
-		}
-		if err := c.q.Nudge(ctx, run, "decided-"+ev.ID); err != nil {
-			fmt.Fprintf(out, "recorded, but the fleet was not nudged (%v); a worker will see it on its next look\n", err)
-		}
-		fmt.Fprintf(out, "%s of approval %s recorded as event %s (signed by %s)\n", decision, id, ev.ID, d.Operator)
-		return nil
+	v, _, _, err := fold(ctx, c.log, run)
+	if err != nil {
+		return err
 	}
-	return fmt.Errorf("run %s kept moving; try again", run)
+	a := v.Approval(id)
+	if a == nil {
+		return fmt.Errorf("run %s has no approval %s", run, id)
+	}
+	if a.State != projector.Pending {
+		return fmt.Errorf("approval %s is %s, not pending", id, a.State)
+	}
+	if !yes {
+		showApproval(out, run, *a)
+		if !isTerminal(os.Stdin) {
+			return usageError{"not at a terminal: pass --yes to " + name + " without being asked"}
+		}
+		fmt.Fprintf(out, "%s approval %s of run %s? [y/N] ", name, id, run)
+		var answer string
+		_, _ = fmt.Fscanln(os.Stdin, &answer)
+		if answer != "y" && answer != "yes" {
+			return fmt.Errorf("not confirmed; nothing recorded")
+		}
+	}
+	d, err := approvals.Sign(kp, run, id, a.Hash, decision, reason, time.Now())
+	if err != nil {
+		return err
+	}
+	seq, err := approvals.Publish(ctx, c.log, run, d)
+	if err != nil {
+		return err
+	}
+	if err := c.q.Nudge(ctx, run, fmt.Sprintf("decided-%d", seq)); err != nil {
+		fmt.Fprintf(out, "published, but the fleet was not nudged (%v); a worker will see it on its next look at the run\n", err)
+	}
+	fmt.Fprintf(out, "%s of approval %s published as decision %d (signed by %s); a worker verifies and records it\n", decision, id, seq, d.Operator)
+	return nil
 }
 
 func isTerminal(f *os.File) bool { return term.IsTerminal(int(f.Fd())) }
