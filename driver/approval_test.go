@@ -3,8 +3,8 @@ package driver_test
 import (
 	"context"
 	"encoding/json"
-	"strings"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
