@@ -213,8 +213,7 @@ func (d *Driver) judge(ctx context.Context, run string, v *projector.View, n int
 		return refuse(events.ObsInvalidArguments, err.Error())
 	}
 	req := policy.Request{Run: run, Step: n, Tool: ct.Record, Args: args}
-	dec, evalErr := d.policy.Evaluate(ctx, req.Copy(), v.Clone())
-	k, body, exec := d.plan(req, dec, evalErr, grant)
+	k, body, exec := d.plan(req, policy.Ask(ctx, d.policy, req, v.Clone()), grant)
 	rec, err := d.prepare(run, k, body)
 	return judgement{rec: rec, exec: exec, req: req, err: err}
 }

@@ -2,13 +2,11 @@ package replay
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 
 	"github.com/arbiter-run/arbiter/approvals"
 	"github.com/arbiter-run/arbiter/events"
-	"github.com/arbiter-run/arbiter/jsonform"
 	"github.com/arbiter-run/arbiter/policy"
 	"github.com/arbiter-run/arbiter/projector"
 )
@@ -153,55 +151,23 @@ func recordedApproval(a *events.ApprovalRequest) *Approval {
 	return &Approval{Kind: a.Kind, Capability: a.Capability, Presentation: a.Presentation, Hash: a.Hash}
 }
 
-// replay asks the policy again and turns its answer into what the runtime
-// would record: an approval held to PolicyJSON and hashed over the recorded
-// request, or an error for anything the runtime would fail the run on.
+// replay asks the policy again, as the runtime does ([policy.Ask]), and
+// turns its verdict into what the runtime would record: an approval held
+// to PolicyJSON and hashed over the recorded request, or an error for
+// anything the runtime would fail the run on.
 func (c *checker) replay(ctx context.Context, req policy.Request, view projector.View) Decision {
-	dec, err := evaluate(ctx, c.policy, req.Copy(), view)
-	if err != nil {
-		return Decision{Outcome: OutcomeError, Reason: err.Error()}
-	}
-	switch dec.Outcome {
-	case policy.Allow, policy.Deny, policy.Abort:
-		return Decision{Outcome: string(dec.Outcome), Reason: dec.Reason}
-	case policy.RequireApproval:
-		a := dec.Approval
-		if a == nil || a.Kind == "" {
-			return Decision{Outcome: OutcomeError, Reason: "asked for approval without naming its kind"}
-		}
-		capability, err := boundaryJSON(a.Capability)
-		if err != nil {
-			return Decision{Outcome: OutcomeError, Reason: fmt.Sprintf("approval %q capability: %v", a.Kind, err)}
-		}
-		presentation, err := boundaryJSON(a.Presentation)
-		if err != nil {
-			return Decision{Outcome: OutcomeError, Reason: fmt.Sprintf("approval %q presentation: %v", a.Kind, err)}
-		}
-		return Decision{Outcome: string(dec.Outcome), Reason: dec.Reason, Approval: &Approval{
-			Kind: a.Kind, Capability: capability, Presentation: presentation,
-			Hash: approvals.Hash(a.Kind, capability, presentation, req.Tool, req.Args),
+	v := policy.Ask(ctx, c.policy, req, view) // view is the caller's policyView
+	switch {
+	case v.Err != nil:
+		return Decision{Outcome: OutcomeError, Reason: v.Err.Error()}
+	case v.Approval != nil:
+		return Decision{Outcome: string(v.Outcome), Reason: v.Reason, Approval: &Approval{
+			Kind: v.Approval.Kind, Capability: v.Approval.Capability, Presentation: v.Approval.Presentation, Hash: v.Approval.Hash,
 		}}
 	}
-	return Decision{Outcome: OutcomeError, Reason: fmt.Sprintf("outcome %q (want allow, deny, abort or require_approval)", dec.Outcome)}
+	return Decision{Outcome: string(v.Outcome), Reason: v.Reason}
 }
 
-// evaluate calls p, turning a panic into an error: one bad evaluation must
-// not end an audit.
-func evaluate(ctx context.Context, p policy.Policy, req policy.Request, view projector.View) (dec policy.Decision, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("policy panicked: %v", r)
-		}
-	}()
-	return p.Evaluate(ctx, req, view)
-}
-
-func boundaryJSON(b json.RawMessage) (json.RawMessage, error) {
-	if b == nil {
-		return json.RawMessage(`{}`), nil
-	}
-	return jsonform.PolicyJSON(b)
-}
 
 // compare says whether rep decides as rec did and, if not, which way it
 // moves. grantHash is the hash of the grant a resume evaluation was given
