@@ -168,7 +168,6 @@ func (c *checker) replay(ctx context.Context, req policy.Request, view projector
 	return Decision{Outcome: string(v.Outcome), Reason: v.Reason}
 }
 
-
 // compare says whether rep decides as rec did and, if not, which way it
 // moves. grantHash is the hash of the grant a resume evaluation was given
 // (""): a require_approval with exactly that hash runs the call, as an allow
