@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"time"
 
 	"github.com/arbiter-run/arbiter/approvals"
@@ -145,6 +146,12 @@ func (d *Driver) Log() *events.Log { return d.log }
 type Run struct {
 	view projector.View
 	tail events.Tail
+	// cached is set while part of view was not folded by this process
+	// from the log (it came from a snapshot): it may hold anything, so it
+	// may decide nothing but what the agent sees next. Before acting on a
+	// past fact (a recorded decision, a grant, an interrupted call) the
+	// driver folds the run from its events again (see [Driver.verify]).
+	cached bool
 	// next is the agent's input for the view at tail nextAt, made while
 	// the event that led to it was stored; used once, if the tail is still
 	// that one when the agent is asked.
@@ -189,7 +196,31 @@ func (d *Driver) LoadFrom(ctx context.Context, id string, snap projector.View, a
 	if err != nil {
 		return nil, err
 	}
-	return foldRecords(snap.Clone(), tail, at, recs)
+	r, err := foldRecords(snap.Clone(), tail, at, recs)
+	if err != nil {
+		return nil, err
+	}
+	r.cached = at.Count > 0
+	return r, nil
+}
+
+// verify makes r's view the fold of its events, when part of it came from
+// a snapshot: a snapshot can make a worker faster, never make it act on
+// something the events do not say. A snapshot that disagreed with the
+// events at the same tail is logged.
+func (d *Driver) verify(ctx context.Context, r *Run) error {
+	if !r.cached {
+		return nil
+	}
+	fresh, err := d.Load(ctx, r.ID())
+	if err != nil {
+		return err
+	}
+	if fresh.tail == r.tail && !reflect.DeepEqual(fresh.view, r.view) {
+		d.cfg.Logger.Error("snapshot disagrees with the run's events; the events are used", "run", r.ID(), "events", r.tail.Count)
+	}
+	*r = *fresh
+	return nil
 }
 
 // Refresh brings r up to date with events others appended since it was

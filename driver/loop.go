@@ -60,6 +60,11 @@ func (d *Driver) advance(ctx context.Context, r *Run, agent Agent) (bool, error)
 	if !toolsEqual(v.Run.Tools, d.specs) {
 		return true, d.append(ctx, r, r.ID(), events.RunTools, events.RunToolsBody{Tools: d.Tools()})
 	}
+	if r.cached && !d.asksAgentNext(v) {
+		// Anything but asking the agent rests on what the run recorded:
+		// take it from the events, not from a snapshot.
+		return true, d.verify(ctx, r)
+	}
 	if v.Run.Status == projector.Waiting {
 		return d.settle(ctx, r)
 	}
@@ -113,6 +118,22 @@ func (d *Driver) advance(ctx context.Context, r *Run, agent Agent) (bool, error)
 		return false, err
 	}
 	return true, d.act(ctx, r, j)
+}
+
+// asksAgentNext reports whether the next transition of v is asking the
+// agent for a new decision: the run is running, its last step (if any) is
+// settled and was not a terminal tool's result, and no limit ends it.
+func (d *Driver) asksAgentNext(v *projector.View) bool {
+	if v.Run.Status != projector.Running {
+		return false
+	}
+	if last := v.Step(v.Steps.Len()); last != nil {
+		if last.Observation == nil || (last.Observation.Kind == events.ObsResult && d.terminal(last.Decision.Tool)) {
+			return false
+		}
+	}
+	end, _ := d.limitHit(v)
+	return end == ""
 }
 
 // decidedBody records a decision exactly: the argument bytes as a string

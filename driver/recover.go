@@ -1,6 +1,7 @@
 package driver
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -22,6 +23,21 @@ func (d *Driver) recover(ctx context.Context, r *Run, n int) error {
 	args := s.Policy.Args
 	ct := d.tools[s.Decision.Tool]
 	if ct != nil {
+		// Only the recorded decision's own arguments may run again, and
+		// only as the tool's current schema accepts them: a policy result
+		// whose arguments are not the decision's is not a record this
+		// driver wrote, and nothing of it runs.
+		checked, err := ct.Check(s.Decision.RawArgs())
+		if err != nil || !bytes.Equal(checked, args) {
+			why := "they are not the recorded decision's"
+			if err != nil {
+				why = fmt.Sprintf("the decision no longer passes the tool's schema: %v", err)
+			}
+			return d.append(ctx, r, r.ID(), events.RunFailed, events.EndBody{
+				Reason: events.ReasonInternalError,
+				Detail: fmt.Sprintf("interrupted call of step %d to %s not recovered: %s", n, ct.Spec.Name, why),
+			})
+		}
 		if rec, ok := ct.Tool.(Reconciler); ok {
 			res, content, err := reconcile(withCall(ctx, r.ID(), n), ct, rec, args)
 			switch {
