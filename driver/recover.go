@@ -80,12 +80,14 @@ func reconcile(ctx context.Context, ct *CompiledTool, rec Reconciler, args json.
 func (d *Driver) pauseInterrupted(ctx context.Context, r *Run, n int, args json.RawMessage) error {
 	s := r.view.Step(n)
 	spec := d.recordedSpec(r, s.Decision.Tool)
-	capability, err := jsonform.Marshal(map[string]any{"tool": s.Decision.Tool, "args": args})
+	// The arguments are bound by the hash and recorded once, in the
+	// event's request; capability and presentation name the tool.
+	capability, err := jsonform.Marshal(map[string]any{"tool": s.Decision.Tool})
 	if err != nil {
 		return fmt.Errorf("interrupted step %d: %w", n, err)
 	}
 	presentation, err := jsonform.Marshal(map[string]any{
-		"tool": s.Decision.Tool, "args": args,
+		"tool": s.Decision.Tool,
 		"note": "the first attempt was interrupted and may have taken effect; granting runs it again",
 	})
 	if err != nil {

@@ -184,7 +184,8 @@ func (v *View) policy(e events.Event, b events.PolicyBody) error {
 	switch {
 	case wantApproval:
 		v.Approvals = append(v.Approvals, Approval{
-			ApprovalRequest: *b.Approval, Step: b.Step, Origin: b.Origin, State: Pending, Requested: e.Time,
+			ApprovalRequest: *b.Approval, Step: b.Step, Tool: s.Decision.Tool, Args: b.Args,
+			Origin: b.Origin, State: Pending, Requested: e.Time,
 		})
 		v.Run.Status, v.Run.Reason = Waiting, b.Approval.Kind
 	case b.Outcome == Deny:

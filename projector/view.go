@@ -102,7 +102,11 @@ func (s Step) Executing() bool {
 // Approval is an approval a step asked for, and where it stands.
 type Approval struct {
 	events.ApprovalRequest
-	Step      int
+	Step int
+	// Tool and Args are the request the approval is for: the tool's name
+	// and the arguments in PolicyJSON form, as the approval hash binds them.
+	Tool      string
+	Args      json.RawMessage
 	Origin    string
 	State     ApprovalState
 	Requested time.Time
@@ -223,6 +227,7 @@ func (s Step) clone() Step {
 func (a Approval) clone() Approval {
 	c := a
 	c.ApprovalRequest = cloneRequest(a.ApprovalRequest)
+	c.Args = cloneRaw(a.Args)
 	if a.Decision != nil {
 		d := *a.Decision
 		c.Decision = &d

@@ -114,7 +114,7 @@ func policyView(v projector.View) projector.View {
 	if v.Approvals != nil {
 		c.Approvals = make([]projector.Approval, len(v.Approvals))
 		for i, a := range v.Approvals {
-			a.Capability, a.Presentation = slices.Clone(a.Capability), slices.Clone(a.Presentation)
+			a.Capability, a.Presentation, a.Args = slices.Clone(a.Capability), slices.Clone(a.Presentation), slices.Clone(a.Args)
 			if a.ExpiresAt != nil {
 				t := *a.ExpiresAt
 				a.ExpiresAt = &t

@@ -112,6 +112,7 @@ func runDemo(ctx context.Context, args []string, out io.Writer) error {
 		return fmt.Errorf("demo: run %s is %s, expected it to wait for approval", id, v.Run.Status)
 	}
 	fmt.Fprintf(out, "run is %s on approval %s (%s)\n", v.Run.Status, a.ID, a.Kind)
+	fmt.Fprintf(out, "  request (bound by the hash): %s %s\n", a.Tool, a.Args)
 	fmt.Fprintf(out, "  presentation (content the model may have chosen): %s\n", a.Presentation)
 	fmt.Fprintf(out, "the demo operator %.12s… signs a grant over hash %.16s…\n\n", opPub, a.Hash)
 
