@@ -48,6 +48,14 @@ type Config struct {
 	// MaxObservation bounds the bytes of a tool result recorded (the rest is
 	// cut and the observation marked truncated). Default 64 KiB.
 	MaxObservation int
+	// MaxDecision bounds the bytes of an agent's decision (tool name,
+	// arguments, call id and reason) recorded whole. A larger one is
+	// recorded by its size, hash and a prefix, and refused as an invalid
+	// decision the agent sees. Default: half the largest event the server
+	// takes (512 KiB with its default 1 MiB payload), so the approval that
+	// carries the arguments once more still fits; a decision whose event
+	// the server would refuse is treated the same whatever this says.
+	MaxDecision int
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
 	// Logger receives what the driver does. Default: discard.
@@ -157,6 +165,11 @@ type Run struct {
 	// that one when the agent is asked.
 	next   *StepInput
 	nextAt events.Tail
+	// undelivered is the agent's decision whose append failed (the server
+	// away, say), made at tail undeliveredAt: the next drive at that tail
+	// records it instead of asking the agent again.
+	undelivered   *Decision
+	undeliveredAt events.Tail
 }
 
 // ID is the run's id.

@@ -2,8 +2,11 @@ package driver
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"strconv"
 	"unicode/utf8"
 
 	"github.com/arbiter-run/arbiter/events"
@@ -35,6 +38,12 @@ func (d *Driver) DriveUntil(ctx context.Context, r *Run, agent Agent, stop <-cha
 		default:
 		}
 		progressed, err := d.advance(ctx, r, agent)
+		if errors.Is(err, events.ErrTooLarge) {
+			// The server can never store that event: end the run with
+			// the reason, rather than try it again for ever.
+			err = d.append(ctx, r, r.ID(), events.RunFailed, events.EndBody{Reason: events.ReasonTooLarge, Detail: cutUTF8(err.Error(), 1024)})
+			progressed = err == nil
+		}
 		if err != nil {
 			return fmt.Errorf("drive run %s: %w", r.ID(), err)
 		}
@@ -89,13 +98,7 @@ func (d *Driver) advance(ctx context.Context, r *Run, agent Agent) (bool, error)
 		// where a decision is needed.
 		return false, nil
 	}
-	in := r.next
-	if in == nil || r.nextAt != r.tail {
-		fresh := d.stepInput(v)
-		in = &fresh
-	}
-	r.next = nil
-	dec, err := agent.Decide(ctx, *in)
+	dec, err := d.decide(ctx, r, agent)
 	if err != nil {
 		if ctx.Err() != nil {
 			return false, ctx.Err()
@@ -103,8 +106,14 @@ func (d *Driver) advance(ctx context.Context, r *Run, agent Agent) (bool, error)
 		return true, d.append(ctx, r, r.ID(), events.RunFailed, events.EndBody{Reason: events.ReasonAgentError, Detail: err.Error()})
 	}
 	n := v.Steps.Len() + 1
-	p, err := d.begin(ctx, r, r.ID(), events.StepDecided, decidedBody(n, dec))
+	body := d.decidedBody(n, dec)
+	p, err := d.begin(ctx, r, r.ID(), events.StepDecided, body)
+	if errors.Is(err, events.ErrTooLarge) && body.Oversize == nil {
+		body = oversizeBody(n, dec, d.log.MaxEventBytes()/8)
+		p, err = d.begin(ctx, r, r.ID(), events.StepDecided, body)
+	}
 	if err != nil {
+		r.undelivered, r.undeliveredAt = &dec, r.tail
 		return false, err
 	}
 	// While the server stores the decision, check it and ask the policy,
@@ -115,9 +124,30 @@ func (d *Driver) advance(ctx context.Context, r *Run, agent Agent) (bool, error)
 		j = d.judge(ctx, r.ID(), &p.view, n, nil)
 	}
 	if err := d.commit(ctx, r, p); err != nil {
+		if !errors.Is(err, events.ErrConflict) {
+			r.undelivered, r.undeliveredAt = &dec, r.tail
+		}
 		return false, err
 	}
+	r.undelivered = nil
 	return true, d.act(ctx, r, j)
+}
+
+// decide returns the agent's next decision for r: the one whose append
+// failed at r's tail if there is one (a model is never asked twice for a
+// step because the log was away), a fresh one otherwise.
+func (d *Driver) decide(ctx context.Context, r *Run, agent Agent) (Decision, error) {
+	if r.undelivered != nil && r.undeliveredAt == r.tail {
+		return *r.undelivered, nil
+	}
+	r.undelivered = nil
+	in := r.next
+	if in == nil || r.nextAt != r.tail {
+		fresh := d.stepInput(&r.view)
+		in = &fresh
+	}
+	r.next = nil
+	return agent.Decide(ctx, *in)
 }
 
 // asksAgentNext reports whether the next transition of v is asking the
@@ -137,8 +167,16 @@ func (d *Driver) asksAgentNext(v *projector.View) bool {
 }
 
 // decidedBody records a decision exactly: the argument bytes as a string
-// when they are UTF-8, as bytes otherwise.
-func decidedBody(n int, dec Decision) events.StepDecidedBody {
+// when they are UTF-8, as bytes otherwise; or, when it is larger than
+// MaxDecision, by its size, hash and prefix (see oversizeBody).
+func (d *Driver) decidedBody(n int, dec Decision) events.StepDecidedBody {
+	limit := d.cfg.MaxDecision
+	if limit <= 0 {
+		limit = d.log.MaxEventBytes() / 2
+	}
+	if decisionBytes(dec) > limit {
+		return oversizeBody(n, dec, limit)
+	}
 	b := events.StepDecidedBody{Step: n, Tool: dec.Tool, CallID: dec.CallID, Reason: dec.Reason}
 	if utf8.Valid(dec.Args) {
 		b.Args = string(dec.Args)
@@ -146,6 +184,36 @@ func decidedBody(n int, dec Decision) events.StepDecidedBody {
 		b.ArgsBytes = append([]byte{}, dec.Args...)
 	}
 	return b
+}
+
+func decisionBytes(dec Decision) int {
+	return len(dec.Tool) + len(dec.Args) + len(dec.CallID) + len(dec.Reason)
+}
+
+// oversizePrefix is how much of each part of an oversize decision is kept.
+const oversizePrefix = 256
+
+// oversizeBody records a decision too large to record whole: its size, the
+// hash of its arguments, and a prefix of each part (valid UTF-8, arguments
+// that are not UTF-8 quoted), so the agent and an operator see what it was.
+func oversizeBody(n int, dec Decision, limit int) events.StepDecidedBody {
+	sum := sha256.Sum256(dec.Args)
+	args := string(dec.Args)
+	if !utf8.ValidString(args) {
+		args = strconv.QuoteToASCII(cutBytes(dec.Args, oversizePrefix))
+	}
+	return events.StepDecidedBody{
+		Step: n, Tool: cutUTF8(dec.Tool, oversizePrefix), Args: cutUTF8(args, 4*oversizePrefix),
+		CallID: cutUTF8(dec.CallID, oversizePrefix), Reason: cutUTF8(dec.Reason, oversizePrefix),
+		Oversize: &events.Oversize{Bytes: decisionBytes(dec), SHA256: hex.EncodeToString(sum[:]), Limit: limit},
+	}
+}
+
+func cutBytes(b []byte, n int) string {
+	if len(b) > n {
+		b = b[:n]
+	}
+	return string(b)
 }
 
 func (d *Driver) terminal(tool string) bool {
@@ -220,6 +288,9 @@ func (d *Driver) judge(ctx context.Context, run string, v *projector.View, n int
 		return judgement{rec: rec, err: err}
 	}
 	s := v.Step(n)
+	if o := s.Decision.Oversize; o != nil {
+		return refuse(events.ObsInvalidDecision, fmt.Sprintf("a decision of %d bytes (arguments sha256 %s) is larger than the %d bytes recorded whole; nothing was checked or run. Its start: tool %q, arguments %q", o.Bytes, o.SHA256, o.Limit, s.Decision.Tool, s.Decision.Args))
+	}
 	ct := d.tools[s.Decision.Tool]
 	if ct == nil {
 		return refuse(events.ObsUnknownTool, fmt.Sprintf("no tool named %q (tools: %s)", s.Decision.Tool, d.toolNames()))

@@ -65,6 +65,22 @@ type StepDecidedBody struct {
 	ArgsBytes []byte `json:"args_bytes,omitempty"`
 	CallID    string `json:"call_id,omitempty"`
 	Reason    string `json:"reason,omitempty"`
+	// Oversize is set when the decision was too large to record: Tool,
+	// Args, CallID and Reason then hold only a prefix of each, and the
+	// decision is refused (an invalid_decision observation) without being
+	// checked or shown to the policy.
+	Oversize *Oversize `json:"oversize,omitempty"`
+}
+
+// Oversize describes a decision too large to record whole.
+type Oversize struct {
+	// Bytes is the decision's size: its tool name, arguments, call id and
+	// reason together.
+	Bytes int `json:"bytes"`
+	// SHA256 is the hex SHA-256 of the arguments as the agent sent them.
+	SHA256 string `json:"sha256"`
+	// Limit is the size the driver records whole.
+	Limit int `json:"limit"`
 }
 
 // RawArgs returns the argument bytes exactly as the agent returned them.
@@ -208,9 +224,14 @@ type RefusedBody struct {
 
 // End reasons.
 const (
-	ReasonCompleted        = "completed"
-	ReasonPolicyAbort      = "policy_abort"
-	ReasonInternalError    = "internal_error"
+	ReasonCompleted     = "completed"
+	ReasonPolicyAbort   = "policy_abort"
+	ReasonInternalError = "internal_error"
+	// ReasonTooLarge ends a run one of whose events the server cannot
+	// store (a policy's approval JSON too large, say): it fails closed,
+	// with the size recorded, instead of waiting on an append that can
+	// never be made.
+	ReasonTooLarge         = "event_too_large"
 	ReasonRepeatedFailures = "repeated_tool_failures"
 	ReasonStepLimit        = "step_limit"
 	ReasonLoopDetected     = "loop_detected"

@@ -17,7 +17,7 @@ import (
 func appendBody(dst []byte, body any) ([]byte, bool) {
 	switch b := body.(type) {
 	case StepDecidedBody:
-		if b.ArgsBytes != nil {
+		if b.ArgsBytes != nil || b.Oversize != nil {
 			return dst, false
 		}
 		dst = append(dst, `{"step":`...)

@@ -47,6 +47,7 @@ type Worker struct {
 
 	mu       sync.Mutex
 	inFlight map[string]bool
+	stalled  map[string]bool
 }
 
 // NewWorker checks cfg and builds a worker.
@@ -69,7 +70,7 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Worker{cfg: cfg, d: cfg.Driver, q: cfg.Queue, log: cfg.Logger, cache: newCache(cfg.CacheSize), inFlight: map[string]bool{}}, nil
+	return &Worker{cfg: cfg, d: cfg.Driver, q: cfg.Queue, log: cfg.Logger, cache: newCache(cfg.CacheSize), inFlight: map[string]bool{}, stalled: map[string]bool{}}, nil
 }
 
 // Start creates run with agent and input and nudges the fleet to drive it.
@@ -175,6 +176,7 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, stop <-chan stru
 	case permanent(err):
 		// A run whose events do not verify or fold can never be driven:
 		// fail closed and say so loudly, once.
+		w.cfg.Metrics.unloadable()
 		w.log.Error("run cannot be loaded; it will not be driven", "run", run, "err", err)
 		_ = msg.Term()
 		return
@@ -205,6 +207,7 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, stop <-chan stru
 		// Someone else moved the run: stop driving it at once, forget our
 		// view, and let the queue hand the run to whoever should have it.
 		w.cfg.Metrics.conflict()
+		w.markStalled(run, false)
 		w.cache.drop(run)
 		w.log.Info("run moved under us; dropping it", "run", run)
 		_ = msg.NakWithDelay(100 * time.Millisecond)
@@ -214,11 +217,17 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, stop <-chan stru
 		_ = msg.Nak()
 		return
 	case err != nil:
-		w.cache.drop(run)
-		w.log.Warn("drive run", "run", run, "err", err)
-		_ = msg.NakWithDelay(time.Second)
+		// The log did not take an append, or a read failed: keep the view
+		// (with the agent's decision it could not record, so the agent is
+		// not asked again) and try again later, waiting longer each time.
+		w.cache.put(r)
+		wait := backoff(delivered(msg))
+		w.markStalled(run, true)
+		w.log.Warn("drive run failed; retrying with backoff", "run", run, "err", err, "retry_in", wait)
+		_ = msg.NakWithDelay(wait)
 		return
 	}
+	w.markStalled(run, false)
 	w.keep(ctx, r)
 	if r.View().Run.Status == projector.Running {
 		// Stopped where a decision is needed and this worker has no agent
@@ -274,11 +283,13 @@ func (w *Worker) expiryDue(r *driver.Run, msg jetstream.Msg) bool {
 
 func (w *Worker) keep(ctx context.Context, r *driver.Run) {
 	if r.View().Run.Status.Ended() {
-		// Nobody drives an ended run again: no view to keep.
+		// Nobody drives an ended run again: no view to keep in memory,
+		// but the snapshot is brought to the end, never left at a point
+		// the run has passed.
 		w.cache.drop(r.ID())
-		return
+	} else {
+		w.cache.put(r)
 	}
-	w.cache.put(r)
 	if err := w.q.Save(ctx, r); err != nil {
 		w.log.Warn("snapshot", "run", r.ID(), "err", err)
 	}
@@ -295,6 +306,32 @@ func (w *Worker) load(ctx context.Context, run string) (*driver.Run, error) {
 	}
 	r, _, err := w.q.Load(ctx, w.d, run)
 	return r, err
+}
+
+// backoff is how long a run whose drive failed waits before the n-th
+// delivery of its nudge: one second, doubling, at most a minute.
+func backoff(n uint64) time.Duration {
+	d := time.Second
+	for i := uint64(1); i < n && d < time.Minute; i++ {
+		d *= 2
+	}
+	return min(d, time.Minute)
+}
+
+// markStalled keeps the stalled gauge: run's last drive failed or not.
+func (w *Worker) markStalled(run string, stalled bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.stalled[run] == stalled {
+		return
+	}
+	if stalled {
+		w.stalled[run] = true
+		w.cfg.Metrics.stalled(1)
+	} else {
+		delete(w.stalled, run)
+		w.cfg.Metrics.stalled(-1)
+	}
 }
 
 func permanent(err error) bool {
