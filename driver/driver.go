@@ -384,3 +384,14 @@ func (d *Driver) SetHooks(before func(events.Kind, any), after func(events.Kind,
 		d.cfg.OnAppend = after
 	}
 }
+
+// NeedsAgent reports whether driving r now would ask the agent for a
+// decision: a worker without r's agent can still settle its approvals and
+// recover its calls, but not move it on.
+func (d *Driver) NeedsAgent(r *Run) bool { return d.asksAgentNext(&r.view) }
+
+// Fail ends r as failed with reason and detail, one fenced append: for a
+// run nobody can drive (its agent is offered by no worker, say).
+func (d *Driver) Fail(ctx context.Context, r *Run, reason, detail string) error {
+	return d.append(ctx, r, r.ID(), events.RunFailed, events.EndBody{Reason: reason, Detail: detail})
+}

@@ -59,7 +59,7 @@ func WorkerPermissions(s Subjects) *server.Permissions {
 	s = s.withDefaults()
 	return &server.Permissions{
 		Publish: &server.SubjectPermission{
-			Allow: []string{s.RunPrefix + ".>", s.WorkPrefix + ".>", "$JS.API.>", "$JS.ACK.>", "$KV." + s.KVBucket + ".>"},
+			Allow: []string{s.RunPrefix + ".>", s.WorkPrefix + ".>", "$JS.API.>", "$JS.ACK.>", "$KV." + s.KVBucket + ".>", "$KV.ARB_AGENTS.>"},
 			Deny:  []string{"arb.decide.>"},
 		},
 		Subscribe: &server.SubjectPermission{Allow: []string{WorkerInbox + ".>"}},

@@ -93,3 +93,9 @@ func (m *Metrics) unloadable() {
 		m.Unloadable.Inc()
 	}
 }
+
+func (m *Metrics) noAgent() {
+	if m != nil {
+		m.NoAgent.Inc()
+	}
+}

@@ -35,6 +35,9 @@ type Config struct {
 	AckWait time.Duration
 	// Bucket is the KV bucket of view snapshots. Default "ARB_VIEWS".
 	Bucket string
+	// AgentsBucket is the KV bucket where workers say which agents they
+	// offer (see [AgentsTTL]). Default "ARB_AGENTS".
+	AgentsBucket string
 	// Replicas of the work stream and the bucket. Default 1.
 	Replicas int
 	// Storage of the work stream and the bucket (file by default).
@@ -56,6 +59,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Bucket == "" {
 		c.Bucket = "ARB_VIEWS"
+	}
+	if c.AgentsBucket == "" {
+		c.AgentsBucket = "ARB_AGENTS"
 	}
 	if c.Replicas == 0 {
 		c.Replicas = 1
@@ -82,8 +88,9 @@ type Queue struct {
 	js  jetstream.JetStream
 	cfg Config
 
-	mu     sync.Mutex
-	bucket jetstream.KeyValue // the snapshot bucket, once looked up
+	mu       sync.Mutex
+	bucket   jetstream.KeyValue // the snapshot bucket, once looked up
+	registry jetstream.KeyValue // the agents registry, once looked up
 }
 
 // Setup creates or updates the work stream, the shared consumer and the
@@ -127,6 +134,9 @@ func Setup(ctx context.Context, js jetstream.JetStream, cfg Config) (*Queue, err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("set up snapshot bucket %s: %w", cfg.Bucket, err)
+	}
+	if _, err := js.CreateOrUpdateKeyValue(ctx, agentsBucketConfig(cfg)); err != nil {
+		return nil, fmt.Errorf("set up agents registry %s: %w", cfg.AgentsBucket, err)
 	}
 	return &Queue{js: js, cfg: cfg}, nil
 }

@@ -92,6 +92,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	stop := make(chan struct{})
 	hard, cancelHard := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelHard()
+	go w.advertise(ctx)
 	slots := make(chan struct{}, w.cfg.Concurrency)
 	var wg sync.WaitGroup
 	for ctx.Err() == nil {
@@ -195,9 +196,10 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, stop <-chan stru
 	if agent == nil {
 		agent = w.cfg.Agents[""]
 	}
-	if agent == nil && v.Run.Status == projector.Running {
-		w.log.Error("no agent for run", "run", run, "agent", v.Run.Agent)
-		_ = msg.NakWithDelay(5 * time.Second)
+	if agent == nil && v.Run.Status == projector.Running && w.d.NeedsAgent(r) {
+		if !w.noAgent(ctx, r, msg) {
+			_ = msg.NakWithDelay(time.Duration(min(delivered(msg), 5)) * time.Second)
+		}
 		return
 	}
 	busyCtx := driver.WithBusy(ctx, w.q.cfg.AckWait/3, func() { _ = msg.InProgress() })
@@ -263,6 +265,35 @@ func (w *Worker) afterAck(ctx context.Context, r *driver.Run) {
 		}
 	}
 }
+
+// noAgent handles run r, which needs an agent this worker does not have.
+// When no live worker offers it either (and the nudge has come back
+// noAgentAfter times, so a worker starting up has had time to say what it
+// offers), the run is failed with the reason recorded. It reports whether
+// it settled the nudge.
+func (w *Worker) noAgent(ctx context.Context, r *driver.Run, msg jetstream.Msg) bool {
+	v := r.View()
+	offered, err := w.q.Offered(ctx, v.Run.Agent)
+	if err != nil || offered || delivered(msg) < noAgentAfter {
+		w.log.Warn("no agent for run here; leaving it to a worker that has one", "run", r.ID(), "agent", v.Run.Agent, "offered_elsewhere", offered, "err", err)
+		return false
+	}
+	names, _ := w.q.Agents(ctx)
+	detail := fmt.Sprintf("no worker offers agent %q (offered: %s)", v.Run.Agent, strings.Join(names, ", "))
+	if err := w.d.Fail(ctx, r, ReasonNoAgent, detail); err != nil {
+		w.log.Warn("fail run with no agent", "run", r.ID(), "err", err)
+		return false
+	}
+	w.cfg.Metrics.noAgent()
+	w.log.Error("run failed: no worker offers its agent", "run", r.ID(), "agent", v.Run.Agent)
+	w.cache.drop(r.ID())
+	_ = msg.Ack()
+	return true
+}
+
+// noAgentAfter is how many deliveries of a run's nudge find no worker
+// offering its agent before the run is failed.
+const noAgentAfter = 3
 
 // expiryDue handles an expiry timer: when its approval is not yet due it is
 // put back for the time left; when the run no longer waits it is dropped.

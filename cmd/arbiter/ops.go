@@ -322,10 +322,12 @@ func runWatch(ctx context.Context, args []string, out io.Writer) error {
 
 func runStart(ctx context.Context, args []string, out io.Writer) error {
 	var agent, input, id string
+	var force bool
 	c, _, err := setup(ctx, "start", args, func(fs *flag.FlagSet) {
 		fs.StringVar(&agent, "agent", "", "the agent that drives the run (a name in the workers' config)")
 		fs.StringVar(&input, "input", "", "the run's input, as JSON")
 		fs.StringVar(&id, "id", "", "run id (default: a new ULID)")
+		fs.BoolVar(&force, "force", false, "start the run even when no live worker offers the agent (it fails no_agent unless one appears)")
 	})
 	if err != nil {
 		return err
@@ -333,6 +335,16 @@ func runStart(ctx context.Context, args []string, out io.Writer) error {
 	defer c.close()
 	if agent == "" {
 		return usageError{"--agent is required"}
+	}
+	if !force {
+		offered, err := c.q.Offered(ctx, agent)
+		if err != nil {
+			return fmt.Errorf("start: cannot tell which agents the workers offer (%w); pass --force to start anyway", err)
+		}
+		if !offered {
+			names, _ := c.q.Agents(ctx)
+			return fmt.Errorf("start: no live worker offers agent %q (offered: %s); nothing recorded. Start a worker with that agent, or pass --force", agent, strings.Join(names, ", "))
+		}
 	}
 	if id == "" {
 		id = events.NewID()
