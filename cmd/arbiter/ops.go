@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -60,7 +61,7 @@ func setup(ctx context.Context, name string, args []string, extra func(*flag.Fla
 }
 
 func fold(ctx context.Context, log *events.Log, run string) (projector.View, []events.Record, events.Tail, error) {
-	recs, tail, err := log.Read(ctx, run)
+	recs, tail, err := read(ctx, log, run)
 	if err != nil {
 		return projector.View{}, nil, events.Tail{}, err
 	}
@@ -69,7 +70,22 @@ func fold(ctx context.Context, log *events.Log, run string) (projector.View, []e
 		evs[i] = r.Event
 	}
 	v, err := projector.Fold(evs...)
-	return v, recs, tail, err
+	if err != nil {
+		return projector.View{}, nil, events.Tail{}, fmt.Errorf("run %s is BROKEN: its events do not fold, so no worker drives it and nothing of it executes: %w", run, err)
+	}
+	return v, recs, tail, nil
+}
+
+// read reads run, saying plainly when its events do not verify.
+func read(ctx context.Context, log *events.Log, run string) ([]events.Record, events.Tail, error) {
+	recs, tail, err := log.Read(ctx, run)
+	switch {
+	case errors.Is(err, events.ErrBrokenChain) || errors.Is(err, events.ErrMalformed):
+		return nil, events.Tail{}, fmt.Errorf("run %s is BROKEN: its stored events are not one hash chain ending at the log's last message for it (one was altered, removed, inserted or copied), so no worker drives it and nothing of it executes: %w", run, err)
+	case err != nil:
+		return nil, events.Tail{}, err
+	}
+	return recs, tail, nil
 }
 
 // runIDs lists the runs that have an event of kind k.
@@ -177,7 +193,7 @@ func runEvents(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 	defer c.close()
-	recs, _, err := c.log.Read(ctx, pos[0])
+	recs, _, err := read(ctx, c.log, pos[0])
 	if err != nil {
 		return err
 	}
@@ -187,7 +203,7 @@ func runEvents(ctx context.Context, args []string, out io.Writer) error {
 		}
 		return nil
 	}
-	fmt.Fprintf(out, "run %s: %d events, hash chain verified\n", pos[0], len(recs))
+	fmt.Fprintf(out, "run %s: %d events, hash chain verified to the log's last message for the run\n", pos[0], len(recs))
 	printTrace(out, recs)
 	return nil
 }
