@@ -183,7 +183,7 @@ func LoadConfig(path string) (Config, error) {
 	// Other top-level keys fall into Rest; inside the section, unknown
 	// keys are refused with their line.
 	var file struct {
-		MCP  *Config             `yaml:"mcp"`
+		MCP  *Config              `yaml:"mcp"`
 		Rest map[string]yaml.Node `yaml:",inline"`
 	}
 	dec := yaml.NewDecoder(bytes.NewReader(b))

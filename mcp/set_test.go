@@ -275,7 +275,9 @@ func TestTool_Results(t *testing.T) {
 	}})
 	result("structured", &sdk.CallToolResult{Content: []sdk.Content{}, StructuredContent: map[string]any{"b": 1, "a": "x"}})
 	srv.AddTool(&sdk.Tool{Name: "protocol_error", InputSchema: json.RawMessage(`{"type":"object"}`)},
-		func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) { return nil, errors.New("boom") })
+		func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+			return nil, errors.New("boom")
+		})
 	cfg := mcp.Config{Lock: "unused", Servers: []mcp.ServerConfig{{Name: "web", URL: httpServer(t, srv, nil), Class: events.ReadOnly,
 		Tools: map[string]mcp.ToolConfig{"fails": {}, "mixed": {}, "structured": {}, "protocol_error": {}}}}}
 	s := connect(t, cfg, pin(t, cfg), mcp.Options{})
