@@ -22,7 +22,9 @@ func TestConfig_ValidateRefuses(t *testing.T) {
 		{"bad name", func(c *mcp.Config) { c.Servers[0].Name = "File_System" }, `name "File_System"`},
 		{"both transports", func(c *mcp.Config) { c.Servers[0].URL = "http://127.0.0.1:1" }, "exactly one of command"},
 		{"neither transport", func(c *mcp.Config) { c.Servers[0].Command = "" }, "exactly one of command"},
-		{"url scheme", func(c *mcp.Config) { c.Servers[0] = mcp.ServerConfig{Name: "w", URL: "ftp://x", Class: events.ReadOnly} }, `url "ftp://x"`},
+		{"url scheme", func(c *mcp.Config) {
+			c.Servers[0] = mcp.ServerConfig{Name: "w", URL: "ftp://x", Class: events.ReadOnly}
+		}, `url "ftp://x"`},
 		{"headers on a command", func(c *mcp.Config) { c.Servers[0].Headers = map[string]string{"a": "b"} }, "headers and bearer_token_env"},
 		{"unknown class", func(c *mcp.Config) { c.Servers[0].Class = "remote" }, `unknown side-effect class "remote"`},
 		{"tool class", func(c *mcp.Config) { c.Servers[0].Tools = map[string]mcp.ToolConfig{"w": {Class: "writes"}} }, `tools.w.class: unknown side-effect class "writes"`},

@@ -1,0 +1,59 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"testing"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/arbiter-run/arbiter/events"
+	"github.com/arbiter-run/arbiter/mcp"
+)
+
+func TestConfig_MCPSection(t *testing.T) {
+	srv := sdk.NewServer(&sdk.Implementation{Name: "t", Version: "1"}, nil)
+	srv.AddTool(&sdk.Tool{Name: "read", Description: "Read.", InputSchema: json.RawMessage(`{"type":"object"}`)},
+		func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+			return &sdk.CallToolResult{}, nil
+		})
+	hs := httptest.NewServer(sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, nil))
+	t.Cleanup(func() {
+		hs.CloseClientConnections()
+		hs.Close()
+	})
+	p := writeConfig(t, "mcp:\n  lock: mcp.lock\n  servers:\n    - name: web\n      url: "+hs.URL+"\n      tools:\n        read: {class: read_only}\n")
+	c, err := loadConfig(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := filepath.Join(filepath.Dir(p), "mcp.lock"); c.MCP.Lock != want {
+		t.Errorf("lock path: got %s, want %s (beside the config)", c.MCP.Lock, want)
+	}
+	logger := slog.New(slog.DiscardHandler)
+	if _, _, err := c.mcpTools(t.Context(), logger); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("without a lock file: got %v, want ErrNotExist", err)
+	}
+	if _, err := mcp.PinAll(t.Context(), c.MCP, mcp.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	tools, closeMCP, err := c.mcpTools(t.Context(), logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeMCP()
+	if len(tools) != 1 || tools[0].Spec().Name != "web__read" || tools[0].Spec().SideEffect != events.ReadOnly {
+		t.Errorf("tools: got %d, want web__read as read_only", len(tools))
+	}
+
+	bad := writeConfig(t, "mcp:\n  servers:\n    - name: web\n      url: "+hs.URL+"\n")
+	if _, err := loadConfig(bad); !errors.Is(err, mcp.ErrConfig) {
+		t.Errorf("an mcp section with no lock: got %v, want ErrConfig", err)
+	}
+}
