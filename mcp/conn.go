@@ -88,9 +88,13 @@ func (s *server) transport() (sdk.Transport, error) {
 	if base == nil {
 		base = http.DefaultClient
 	}
-	c := *base
-	c.Transport = headers{h, base.Transport}
-	return &sdk.StreamableClientTransport{Endpoint: s.cfg.URL, HTTPClient: &c, MaxRetries: -1}, nil
+	c := base
+	if len(h) > 0 {
+		with := *base
+		with.Transport = headers{h, base.Transport}
+		c = &with
+	}
+	return &sdk.StreamableClientTransport{Endpoint: s.cfg.URL, HTTPClient: c, MaxRetries: -1}, nil
 }
 
 // headers adds fixed headers to every request.

@@ -73,7 +73,7 @@ func stdioServer(t *testing.T, name string, env map[string]string) mcp.ServerCon
 
 // httpServer serves srv over streamable HTTP on 127.0.0.1 until the test
 // ends. check, when set, sees every request first and may refuse it.
-func httpServer(t *testing.T, srv *sdk.Server, check func(*http.Request) bool) string {
+func httpServer(t testing.TB, srv *sdk.Server, check func(*http.Request) bool) string {
 	t.Helper()
 	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, nil)
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -187,3 +187,5 @@ func call(t *testing.T, tl *mcp.Tool, args string) (string, error) {
 	defer cancel()
 	return tl.Execute(ctx, json.RawMessage(args))
 }
+
+func httpServerB(b *testing.B, srv *sdk.Server) string { return httpServer(b, srv, nil) }
