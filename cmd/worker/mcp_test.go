@@ -57,3 +57,48 @@ func TestConfig_MCPSection(t *testing.T) {
 		t.Errorf("an mcp section with no lock: got %v, want ErrConfig", err)
 	}
 }
+
+// The example config loads, and its committed lock pins the filesystem
+// server .ci/run installs: reads and the write are offered, nothing else.
+func TestConfig_MCPFilesystemExample(t *testing.T) {
+	c, err := loadConfig("../../docs/examples/mcp-filesystem/worker.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tools, err := c.tools(t.TempDir())
+	if err != nil || len(tools) != 1 || tools[0].Spec().Name != "finish" {
+		t.Fatalf("built-in tools: got %d, %v; want finish alone", len(tools), err)
+	}
+	if _, err := c.policy(); err != nil {
+		t.Fatal(err)
+	}
+	script, err := filepath.Abs("../../" + c.MCP.Servers[0].Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(script); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("the filesystem MCP server is not installed: %v", err)
+		}
+		t.Skip("the filesystem MCP server is not installed: run npm ci --prefix .ci (as .ci/run does)")
+	}
+	c.MCP.Servers[0].Args = []string{script, t.TempDir()}
+	mcpTools, closeMCP, err := c.mcpTools(t.Context(), slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeMCP()
+	got := map[string]string{}
+	for _, tl := range mcpTools {
+		got[tl.Spec().Name] = tl.Spec().SideEffect
+	}
+	want := map[string]string{"fs__read_text_file": events.ReadOnly, "fs__list_directory": events.ReadOnly, "fs__write_file": events.Destructive}
+	if len(got) != len(want) {
+		t.Errorf("offered: got %v, want %v", got, want)
+	}
+	for name, class := range want {
+		if got[name] != class {
+			t.Errorf("%s: got class %q, want %s (is the lock stale? arbiter mcp pin rewrites it)", name, got[name], class)
+		}
+	}
+}
