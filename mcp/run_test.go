@@ -2,13 +2,16 @@ package mcp_test
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/nats-io/nkeys"
 
 	"github.com/arbiter-run/arbiter/approvals"
@@ -227,5 +230,70 @@ func TestDriver_ServerKilledMidWriteWaitsForOperator(t *testing.T) {
 	}
 	if o := observations(t, log, "killed", 1); len(o) != 0 {
 		t.Errorf("observations of the killed call: got %+v, want none", o)
+	}
+}
+
+// A grant is bound to the pin: the server changes only the tool's
+// annotations (nothing else of the recorded spec: not its description,
+// schema or class), it is pinned again, and the grant given under the old
+// pin is not consumed: the write asks for a new approval.
+func TestDriver_GrantIsBoundToThePin(t *testing.T) {
+	srv := newServer()
+	var calls int
+	var mu sync.Mutex
+	write := func(ann *sdk.ToolAnnotations) {
+		srv.AddTool(&sdk.Tool{Name: "write", Description: "Write it.", InputSchema: json.RawMessage(objSchema), Annotations: ann},
+			func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+				mu.Lock()
+				calls++
+				mu.Unlock()
+				return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "written"}}}, nil
+			})
+	}
+	write(nil)
+	cfg := mcp.Config{Lock: "unused", Servers: []mcp.ServerConfig{{Name: "web", URL: httpServer(t, srv, nil),
+		Tools: map[string]mcp.ToolConfig{"write": {Class: events.Destructive}}}}}
+	log := testkit.JetStream(t).Log(t, events.Config{})
+	kp, ops := newOperator(t)
+	d1 := worker(t, log, cfg, pin(t, cfg), ops)
+	agent := scripted.Agent{Decisions: []driver.Decision{scripted.Call("web__write", `{"text":"x"}`), scripted.Call("finish", `{}`)}}
+	r, err := d1.Create(t.Context(), "bound", "script", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d1.Drive(t.Context(), r, agent); err != nil {
+		t.Fatal(err)
+	}
+	first := grantPending(t, log, d1, "bound", kp)
+
+	write(&sdk.ToolAnnotations{Title: "Write", DestructiveHint: ptr(true)})
+	d2 := worker(t, log, cfg, pin(t, cfg), ops)
+	r2, err := d2.Load(t.Context(), "bound")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d2.Drive(t.Context(), r2, agent); err != nil {
+		t.Fatal(err)
+	}
+	v := r2.View()
+	var specs []events.ToolSpec
+	for _, d := range []*driver.Driver{d1, d2} {
+		for _, s := range d.Tools() {
+			if s.Name == "web__write" {
+				specs = append(specs, s)
+			}
+		}
+	}
+	if specs[0].Description != specs[1].Description || string(specs[0].Schema) != string(specs[1].Schema) || specs[0].SideEffect != specs[1].SideEffect {
+		t.Fatalf("the two specs differ in more than their pins: %+v, %+v", specs[0], specs[1])
+	}
+	a := v.PendingApproval()
+	if v.Run.Status != projector.Waiting || a == nil || a.ID == first.ID || a.Hash == first.Hash {
+		t.Fatalf("after the re-pin: status %s, pending %+v; want a new approval, not the old grant consumed", v.Run.Status, a)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if calls != 0 {
+		t.Errorf("write called %d times, want 0", calls)
 	}
 }
