@@ -100,11 +100,19 @@ func (t *Tool) Execute(ctx context.Context, args json.RawMessage) (string, error
 }
 
 // refused reports whether err is the server's own JSON-RPC error answer
-// (it got the call and said no), as opposed to a broken connection.
+// (it got the call and said no), as opposed to a broken connection. The SDK
+// reports some failures of its own as JSON-RPC errors too: the client or
+// server closing (-32003, -32004), and the transport failing to deliver the
+// request (-32005, "rejected by transport": an HTTP POST that got no
+// response, say), after which nobody can tell whether the server got it.
 func refused(err error) bool {
 	var we *jsonrpc.Error
 	if errors.Is(err, sdk.ErrConnectionClosed) || !errors.As(err, &we) {
 		return false
 	}
-	return we.Code != -32003 && we.Code != -32004 // the SDK's own "closing" codes
+	switch we.Code {
+	case -32003, -32004, -32005:
+		return false
+	}
+	return true
 }
