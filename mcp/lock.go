@@ -51,6 +51,11 @@ func ReadLock(path string) (Lock, error) {
 	if err != nil {
 		return Lock{}, fmt.Errorf("read lock: %w", err)
 	}
+	return parseLock(path, b)
+}
+
+// parseLock decodes the lock file path holds, b.
+func parseLock(path string, b []byte) (Lock, error) {
 	var l Lock
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
