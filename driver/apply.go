@@ -63,9 +63,21 @@ func (d *Driver) plan(req policy.Request, v policy.Verdict, grant *projector.App
 // run executes step n's tool with args and records the observation.
 func (d *Driver) run(ctx context.Context, r *Run, n int, ct *CompiledTool, args json.RawMessage) error {
 	kind, content := d.call(withCall(ctx, r.ID(), n), ct, args)
+	if kind == interruptedCall {
+		if r.view.Step(n).Interrupted == nil {
+			return d.recover(ctx, r, n)
+		}
+		// Interrupted again on the run recovery allowed it: the agent is
+		// told, and nothing runs a third time unasked.
+		kind = events.ObsToolError
+	}
 	// A terminal tool's success ends the run on the loop's next turn.
 	return d.observe(ctx, r, n, kind, content)
 }
+
+// interruptedCall is call's kind for an Execute error wrapping
+// [ErrInterrupted]; it is never recorded as such.
+const interruptedCall = "interrupted"
 
 // call runs the tool under its timeout. A panic becomes a tool_error and a
 // missed deadline a timeout; a tool that ignores its context is left behind.
@@ -82,6 +94,8 @@ func (d *Driver) call(ctx context.Context, ct *CompiledTool, args json.RawMessag
 		return events.ObsToolError, fmt.Sprintf("tool %s cancelled: %v", ct.Spec.Name, ctx.Err())
 	case err == nil:
 		return events.ObsResult, res
+	case errors.Is(err, ErrInterrupted):
+		return interruptedCall, err.Error()
 	case ctx.Err() == context.DeadlineExceeded:
 		return events.ObsTimeout, fmt.Sprintf("tool %s timed out after %s: %v", ct.Spec.Name, ct.Spec.Timeout, err)
 	}

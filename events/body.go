@@ -29,7 +29,14 @@ type ToolSpec struct {
 	SideEffect  string          `json:"side_effect"`
 	TimeoutMS   int64           `json:"timeout_ms"`
 	Terminal    bool            `json:"terminal,omitempty"`
-	Hash        string          `json:"hash,omitempty"`
+	// Pin is what the tool was reviewed as, when its definition comes from
+	// outside the runtime (an MCP server's pinned tool hash); empty for a
+	// built-in tool.
+	Pin string `json:"pin,omitempty"`
+	// Fixed holds arguments the runtime sets on every call, hidden from the
+	// model, as one JSON object in PolicyJSON form; empty for none.
+	Fixed string `json:"fixed,omitempty"`
+	Hash  string `json:"hash,omitempty"`
 }
 
 // Limits bound a run. A zero field means "no limit" for that dimension.

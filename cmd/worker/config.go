@@ -1,14 +1,18 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/arbiter-run/arbiter/approvals"
 	"github.com/arbiter-run/arbiter/driver"
 	"github.com/arbiter-run/arbiter/events"
+	"github.com/arbiter-run/arbiter/mcp"
 	"github.com/arbiter-run/arbiter/policy"
 	"github.com/arbiter-run/arbiter/scripted"
 	"github.com/arbiter-run/arbiter/toolbox"
@@ -38,6 +42,10 @@ type Config struct {
 	Agents map[string][]CallConfig `yaml:"agents"`
 	// Log: stream layout (must match every other worker's).
 	Log LogConfig `yaml:"log"`
+	// MCP: MCP servers whose classified, pinned tools are offered beside
+	// the built-in ones (see the mcp package; "arbiter mcp pin" writes the
+	// lock file). A relative lock path is relative to the config file.
+	MCP mcp.Config `yaml:"mcp"`
 }
 
 // ToolConfig selects a built-in tool.
@@ -101,7 +109,31 @@ func loadConfig(path string) (Config, error) {
 	if err := dec.Decode(&c); err != nil {
 		return c, fmt.Errorf("%s: %w", path, err)
 	}
+	if c.MCP.Lock != "" && !filepath.IsAbs(c.MCP.Lock) {
+		c.MCP.Lock = filepath.Join(filepath.Dir(path), c.MCP.Lock)
+	}
+	if err := c.MCP.Validate(); err != nil {
+		return c, fmt.Errorf("%s: %w", path, err)
+	}
 	return c, nil
+}
+
+// mcpTools connects to the configured MCP servers and returns the tools
+// they offer, and what closes them. A missing lock file is an error: no
+// tool is offered before it is reviewed and pinned.
+func (c Config) mcpTools(ctx context.Context, logger *slog.Logger) ([]driver.Tool, func(), error) {
+	if len(c.MCP.Servers) == 0 {
+		return nil, func() {}, nil
+	}
+	lock, err := mcp.ReadLock(c.MCP.Lock)
+	if err != nil {
+		return nil, nil, fmt.Errorf("mcp: %w (review with arbiter mcp tools, then write it with arbiter mcp pin)", err)
+	}
+	set, err := mcp.Connect(ctx, c.MCP, lock, mcp.Options{Logger: logger, Stderr: os.Stderr})
+	if err != nil {
+		return nil, nil, err
+	}
+	return set.Tools(), func() { set.Close() }, nil
 }
 
 var demoScript = []CallConfig{

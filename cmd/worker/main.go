@@ -116,7 +116,12 @@ func run(ctx context.Context, f flags, logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	d, err := buildDriver(cfg, f, log, logger)
+	mcpTools, closeMCP, err := cfg.mcpTools(ctx, logger)
+	if err != nil {
+		return err
+	}
+	defer closeMCP()
+	d, err := buildDriver(cfg, f, log, logger, mcpTools...)
 	if err != nil {
 		return err
 	}
@@ -141,7 +146,7 @@ func run(ctx context.Context, f flags, logger *slog.Logger) error {
 	return err
 }
 
-func buildDriver(cfg Config, f flags, log *events.Log, logger *slog.Logger) (*driver.Driver, error) {
+func buildDriver(cfg Config, f flags, log *events.Log, logger *slog.Logger, extra ...driver.Tool) (*driver.Driver, error) {
 	sandbox := cfg.Sandbox
 	if sandbox == "" {
 		sandbox = filepath.Join(f.data, "sandbox")
@@ -160,6 +165,7 @@ func buildDriver(cfg Config, f flags, log *events.Log, logger *slog.Logger) (*dr
 	if err != nil {
 		return nil, err
 	}
+	tools = append(tools, extra...)
 	p, err := cfg.policy()
 	if err != nil {
 		return nil, err
