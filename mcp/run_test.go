@@ -55,8 +55,8 @@ func newOperator(t *testing.T) (nkeys.KeyPair, approvals.Operators) {
 	return kp, approvals.Operators{pub: "alice"}
 }
 
-// grantPending signs a grant of the approval run waits on and appends it,
-// as "arbiter grant" does.
+// grantPending signs a grant of the approval run waits on and publishes
+// it, as "arbiter grant" does; the next drive records and acts on it.
 func grantPending(t *testing.T, log *events.Log, d *driver.Driver, run string, kp nkeys.KeyPair) projector.Approval {
 	t.Helper()
 	r, err := d.Load(t.Context(), run)
@@ -72,11 +72,7 @@ func grantPending(t *testing.T, log *events.Log, d *driver.Driver, run string, k
 	if err != nil {
 		t.Fatal(err)
 	}
-	ev, err := events.New(run, events.ApprovalGranted, b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := log.Append(t.Context(), r.Tail(), ev); err != nil {
+	if _, err := approvals.Publish(t.Context(), log, run, b); err != nil {
 		t.Fatal(err)
 	}
 	return *a
