@@ -261,3 +261,23 @@ func TestResume_DenialStoredAsGrantNeverRuns(t *testing.T) {
 	}
 	wantCount(t, p.send, 0)
 }
+
+// TestDriver_PanickingAgentFailsTheRun: an agent that panics (a parser
+// choking on what a model returned, say) fails its run as agent_error;
+// Drive returns normally.
+func TestDriver_PanickingAgentFailsTheRun(t *testing.T) {
+	env := testkit.JetStream(t)
+	log := env.Log(t, events.Config{})
+	d := newDriver(t, log, policy.DefaultSideEffects(), done())
+	r := create(t, d, "agent-boom")
+	drive(t, d, r, driver.AgentFunc(func(context.Context, driver.StepInput) (driver.Decision, error) {
+		var in []int
+		_ = in[3] // an index out of range: a runtime panic
+		return driver.Decision{}, nil
+	}))
+	v := r.View()
+	wantEnd(t, v, projector.Failed, events.ReasonAgentError)
+	if !strings.Contains(v.Run.Detail, "agent panicked") {
+		t.Errorf("detail %q, want the panic", v.Run.Detail)
+	}
+}

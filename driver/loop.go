@@ -147,7 +147,19 @@ func (d *Driver) decide(ctx context.Context, r *Run, agent Agent) (Decision, err
 		in = &fresh
 	}
 	r.next = nil
-	return agent.Decide(ctx, *in)
+	return ask(ctx, agent, *in)
+}
+
+// ask calls the agent, turning a panic into its error: an agent that
+// chokes on what a model returned fails its run (agent_error), never its
+// worker.
+func ask(ctx context.Context, agent Agent, in StepInput) (dec Decision, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("agent panicked: %v", p)
+		}
+	}()
+	return agent.Decide(ctx, in)
 }
 
 // asksAgentNext reports whether the next transition of v is asking the
