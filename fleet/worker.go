@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"time"
@@ -159,6 +160,17 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, stop <-chan stru
 	defer w.release(run)
 	w.cfg.Metrics.inFlight(1)
 	defer w.cfg.Metrics.inFlight(-1)
+	defer func() {
+		// A bug that panics while one run is driven must not take the
+		// worker, and every other run it holds, down with it: the run is
+		// given back with a growing delay and the panic logged.
+		if p := recover(); p != nil {
+			w.cache.drop(run)
+			w.markStalled(run, true)
+			w.log.Error("panic while driving run; it is given back", "run", run, "panic", p, "stack", string(debug.Stack()))
+			_ = msg.NakWithDelay(backoff(delivered(msg)))
+		}
+	}()
 
 	r, err := w.load(ctx, run)
 	switch {
