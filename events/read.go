@@ -20,20 +20,47 @@ func (l *Log) Read(ctx context.Context, run string) ([]Record, Tail, error) {
 // Since returns the events of run after the position from, and the run's
 // tail: what a holder of a view at from needs to bring it up to date.
 //
-// A read is believed only whole. It reads every message stored on the run's
-// subjects from from on, to the end of the stream as the server counts it,
-// and each must be the next event of the run: on its own subject, at the
-// next position, chained on the hash of the one before. So the tail it
-// returns is the run's last stored message itself (its stream sequence and
-// hash), never a position some message claims; a second message claiming a
-// position already read, a message on the run's subjects that is no event
-// of it, or a gap is an error wrapping [ErrBrokenChain], and nothing of the
-// run is returned. A non-zero from must name a message the log holds (its
-// stream sequence, position and hash): a snapshot's tail that the log does
-// not have is refused the same way.
+// A read is believed only whole. The run's tail is its last stored message
+// itself, as the server's index of the run's subjects gives it (its stream
+// sequence and hash), never a position some message claims. Every message
+// stored on the run's subjects from from up to that one must be the next
+// event of the run: on its own subject, at the next position, chained on
+// the hash of the one before, and the last must be that very message. A
+// second message claiming a position already read, a message on the run's
+// subjects that is no event of it, or a gap is an error wrapping
+// [ErrBrokenChain], and nothing of the run is returned. A non-zero from
+// must name a message the log holds (its stream sequence, position and
+// hash): a snapshot's tail that the log does not have is refused the same
+// way.
+//
+// A stream only grows at its end, so when the run's last message is from's
+// own, nothing was added to the run since: that costs one lookup, as does
+// finding a run's tail; anything newer is one more batch read, bounded by
+// the last message's sequence.
 func (l *Log) Since(ctx context.Context, run string, from Tail) ([]Record, Tail, error) {
 	if err := ValidRunID(run); err != nil {
 		return nil, Tail{}, err
+	}
+	m, err := l.last(ctx, run)
+	if err != nil {
+		return nil, Tail{}, fmt.Errorf("read run %s: %w", run, err)
+	}
+	notInLog := func() error {
+		return fmt.Errorf("read run %s: %w: position %d (stream seq %d, hash %.12s) is not in the log", run, ErrBrokenChain, from.Count, from.Seq, from.Hash)
+	}
+	switch {
+	case m == nil && from.Count == 0:
+		return nil, Tail{}, fmt.Errorf("read run %s: %w", run, ErrNoRun)
+	case m == nil, from.Count > 0 && m.Sequence < from.Seq:
+		return nil, Tail{}, notInLog()
+	case from.Count > 0 && m.Sequence == from.Seq:
+		if Hash(m.Data) != from.Hash {
+			return nil, Tail{}, notInLog()
+		}
+		if e, err := Decode(m.Data); err != nil || e.Run != run || e.Seq != from.Count {
+			return nil, Tail{}, notInLog()
+		}
+		return nil, from, nil
 	}
 	stream, filter := l.StreamName(l.Shard(run)), l.RunFilter(run)
 	next, tail := uint64(1), from
@@ -42,42 +69,40 @@ func (l *Log) Since(ctx context.Context, run string, from Tail) ([]Record, Tail,
 		next = from.Seq
 	}
 	var out []Record
-	for {
-		msgs, more, err := l.getBatch(ctx, stream, next, maxBatch, filter)
+	for next <= m.Sequence {
+		msgs, _, err := l.getBatch(ctx, stream, next, maxBatch, filter, m.Sequence)
 		if err != nil {
 			return nil, Tail{}, fmt.Errorf("read run %s: %w", run, err)
 		}
-		for _, m := range msgs {
+		if len(msgs) == 0 {
+			break
+		}
+		for _, msg := range msgs {
 			if !anchored {
-				if m.Sequence != from.Seq || Hash(m.Data) != from.Hash {
-					return nil, Tail{}, fmt.Errorf("read run %s: %w: position %d (stream seq %d, hash %.12s) is not in the log", run, ErrBrokenChain, from.Count, from.Seq, from.Hash)
+				if msg.Sequence != from.Seq || Hash(msg.Data) != from.Hash {
+					return nil, Tail{}, notInLog()
 				}
-				e, err := Decode(m.Data)
+				e, err := Decode(msg.Data)
 				if err != nil || e.Run != run || e.Seq != from.Count {
-					return nil, Tail{}, fmt.Errorf("read run %s: %w: stream seq %d is not position %d of the run", run, ErrBrokenChain, from.Seq, from.Count)
+					return nil, Tail{}, notInLog()
 				}
 				anchored = true
 				continue
 			}
-			rec, err := l.chained(run, stream, m, tail.Count+1, tail.Hash)
+			rec, err := l.chained(run, stream, msg, tail.Count+1, tail.Hash)
 			if err != nil {
 				return nil, Tail{}, err
 			}
 			out = append(out, rec)
 			tail = rec.Tail()
 		}
-		if len(msgs) > 0 {
-			next = msgs[len(msgs)-1].Sequence + 1
-		}
-		if !more || len(msgs) == 0 {
-			break
-		}
+		next = msgs[len(msgs)-1].Sequence + 1
 	}
 	switch {
 	case !anchored:
-		return nil, Tail{}, fmt.Errorf("read run %s: %w: position %d (stream seq %d) is not in the log", run, ErrBrokenChain, from.Count, from.Seq)
-	case tail.Count == 0:
-		return nil, Tail{}, fmt.Errorf("read run %s: %w", run, ErrNoRun)
+		return nil, Tail{}, notInLog()
+	case tail.Seq != m.Sequence || tail.Hash != Hash(m.Data):
+		return nil, Tail{}, fmt.Errorf("read run %s: %w: its last stored message (stream seq %d) is not the end of its chain (read to stream seq %d, position %d)", run, ErrBrokenChain, m.Sequence, tail.Seq, tail.Count)
 	}
 	return out, tail, nil
 }
