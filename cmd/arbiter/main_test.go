@@ -494,46 +494,64 @@ func TestWatch_PrintsApprovalEvents(t *testing.T) {
 	}
 }
 
-// acked waits until the durable watch named durable has acknowledged all it
-// was handed.
-func (e *opsEnv) acked(t *testing.T, durable string) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		c, err := e.js.Consumer(t.Context(), e.log.StreamName(0), durable+"_0")
-		if err == nil {
-			info, err := c.Info(t.Context())
-			if err == nil && info.NumAckPending == 0 && info.NumPending == 0 {
-				return
+// TestWatch_DurableResumesWhereItLeftOff: a watch with --durable NAME or
+// --state FILE keeps its position in a file (no consumer on the server) and
+// a restarted one resumes after what it printed.
+func TestWatch_DurableResumesWhereItLeftOff(t *testing.T) {
+	for _, how := range []string{"--durable", "--state"} {
+		t.Run(how, func(t *testing.T) {
+			e := newOpsEnv(t)
+			flags := []string{"--durable", "desk"}
+			file := filepath.Join(e.data, "watch", "desk.json")
+			if how == "--state" {
+				file = filepath.Join(t.TempDir(), "desk.state")
+				flags = []string{"--state", file}
 			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("durable watch %s has not acknowledged everything after 10s (%v)", durable, err)
-		}
-		time.Sleep(5 * time.Millisecond)
+			e.pause(t, "run-a", `{"to":"ops"}`)
+			var first syncBuffer
+			stop := e.watchCmd(t, &first, flags...)
+			waitLine(t, &first, "run-a", string(events.ApprovalRequested))
+			if err := stop(); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := os.Stat(file); err != nil {
+				t.Fatalf("watch %s kept no state file: %v", strings.Join(flags, " "), err)
+			}
+			e.pause(t, "run-b", `{"to":"dev"}`)
+			var second syncBuffer
+			stop = e.watchCmd(t, &second, append(flags, "--json")...)
+			waitLine(t, &second, `"run":"run-b"`, `"kind":"approval.requested"`)
+			if err := stop(); err != nil {
+				t.Fatal(err)
+			}
+			if strings.Contains(second.String(), "run-a") {
+				t.Errorf("restarted durable watch printed run-a again:\n%s", second.String())
+			}
+			s, err := e.js.Stream(t.Context(), e.log.StreamName(0))
+			if err != nil {
+				t.Fatal(err)
+			}
+			info, err := s.Info(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if info.State.Consumers != 0 {
+				t.Errorf("runs stream after durable watches: %d consumers, want 0", info.State.Consumers)
+			}
+		})
 	}
 }
 
-func TestWatch_DurableResumesWhereItLeftOff(t *testing.T) {
+func TestWatch_DurableFlagsRefused(t *testing.T) {
 	e := newOpsEnv(t)
-	e.pause(t, "run-a", `{"to":"ops"}`)
-	var first syncBuffer
-	stop := e.watchCmd(t, &first, "--durable", "desk")
-	waitLine(t, &first, "run-a", string(events.ApprovalRequested))
-	e.acked(t, "desk")
-	if err := stop(); err != nil {
-		t.Fatal(err)
-	}
-	e.pause(t, "run-b", `{"to":"dev"}`)
-	var second syncBuffer
-	stop = e.watchCmd(t, &second, "--durable", "desk", "--json")
-	waitLine(t, &second, `"run":"run-b"`, `"kind":"approval.requested"`)
-	e.acked(t, "desk")
-	if err := stop(); err != nil {
-		t.Fatal(err)
-	}
-	if strings.Contains(second.String(), "run-a") {
-		t.Errorf("restarted durable watch printed run-a again:\n%s", second.String())
+	for _, args := range [][]string{
+		{"--durable", "../escape"},
+		{"--durable", "desk", "--state", filepath.Join(t.TempDir(), "f")},
+	} {
+		var ue usageError
+		if err := runWatch(t.Context(), e.args(args...), &bytes.Buffer{}); !errors.As(err, &ue) {
+			t.Errorf("watch %v = %v, want a usage error", args, err)
+		}
 	}
 }
 
