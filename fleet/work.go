@@ -141,6 +141,26 @@ func Setup(ctx context.Context, js jetstream.JetStream, cfg Config) (*Queue, err
 	return &Queue{js: js, cfg: cfg}, nil
 }
 
+// Attach returns the queue whose work stream, shared consumer and snapshot
+// bucket already exist, creating and changing nothing: for a worker whose
+// NATS user may use them but not set them up (an administrator does, with
+// `arbiter setup`). A missing one is an error wrapping
+// jetstream.ErrStreamNotFound, ErrConsumerNotFound or ErrBucketNotFound.
+func Attach(ctx context.Context, js jetstream.JetStream, cfg Config) (*Queue, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	if _, err := js.Consumer(ctx, cfg.WorkStream, cfg.Consumer); err != nil {
+		return nil, fmt.Errorf("attach work queue: consumer %s of stream %s: %w", cfg.Consumer, cfg.WorkStream, err)
+	}
+	kv, err := js.KeyValue(ctx, cfg.Bucket)
+	if err != nil {
+		return nil, fmt.Errorf("attach work queue: snapshot bucket %s: %w", cfg.Bucket, err)
+	}
+	return &Queue{js: js, cfg: cfg, bucket: kv}, nil
+}
+
 // NewQueue returns the queue for clients that only publish nudges (the
 // operator command): it creates nothing.
 func NewQueue(js jetstream.JetStream, cfg Config) *Queue {
