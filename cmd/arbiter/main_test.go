@@ -14,7 +14,6 @@ import (
 	"github.com/arbiter-run/arbiter/driver"
 	"github.com/arbiter-run/arbiter/embedded"
 	"github.com/arbiter-run/arbiter/events"
-	"github.com/arbiter-run/arbiter/fleet"
 	"github.com/arbiter-run/arbiter/policy"
 	"github.com/arbiter-run/arbiter/projector"
 	"github.com/arbiter-run/arbiter/testkit"
@@ -51,6 +50,10 @@ func newOpsEnv(t *testing.T) *opsEnv {
 	}
 	t.Cleanup(srv.Stop)
 	e.url = srv.ClientURL()
+	var out bytes.Buffer
+	if err := runSetup(t.Context(), e.args(), &out); err != nil {
+		t.Fatalf("setup: %v\n%s", err, out.String())
+	}
 	nc, err := nats.Connect(e.url, nats.UserInfo("worker", creds.Worker), embedded.InboxOption("worker"))
 	if err != nil {
 		t.Fatalf("connect as worker: %v", err)
@@ -59,15 +62,12 @@ func newOpsEnv(t *testing.T) *opsEnv {
 	if e.js, err = jetstream.New(nc); err != nil {
 		t.Fatal(err)
 	}
-	if e.log, err = events.Open(t.Context(), e.js, events.Config{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := fleet.Setup(t.Context(), e.js, fleet.Config{}); err != nil {
+	if e.log, err = events.Attach(t.Context(), e.js, events.Config{}); err != nil {
 		t.Fatal(err)
 	}
 
 	e.key = filepath.Join(t.TempDir(), "operator.seed")
-	var out bytes.Buffer
+	out.Reset()
 	if err := runKeygen(t.Context(), []string{"--out", e.key}, &out); err != nil {
 		t.Fatalf("keygen: %v", err)
 	}
