@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -35,16 +36,25 @@ type opsEnv struct {
 	send *testkit.Ledger
 	key  string // the operator's seed file
 	ops  approvals.Operators
+	// shards of the log (every command is given --shards)
+	shards int
 }
 
 func newOpsEnv(t *testing.T) *opsEnv {
 	t.Helper()
-	e := &opsEnv{data: t.TempDir()}
+	return newShardedOpsEnv(t, 1)
+}
+
+// newShardedOpsEnv is an opsEnv whose log has shards streams, set up with
+// `arbiter setup --shards`, every command given --shards.
+func newShardedOpsEnv(t *testing.T, shards int) *opsEnv {
+	t.Helper()
+	e := &opsEnv{data: t.TempDir(), shards: shards}
 	creds, err := embedded.LoadCredentials(e.data)
 	if err != nil {
 		t.Fatalf("credentials: %v", err)
 	}
-	srv, err := embedded.Start(embedded.Config{Dir: filepath.Join(e.data, "jetstream"), Port: -1, Users: creds.Users(embedded.Subjects{})})
+	srv, err := embedded.Start(embedded.Config{Dir: filepath.Join(e.data, "jetstream"), Port: -1, Users: creds.Users(embedded.Subjects{Shards: shards})})
 	if err != nil {
 		t.Fatalf("start server: %v", err)
 	}
@@ -62,7 +72,7 @@ func newOpsEnv(t *testing.T) *opsEnv {
 	if e.js, err = jetstream.New(nc); err != nil {
 		t.Fatal(err)
 	}
-	if e.log, err = events.Attach(t.Context(), e.js, events.Config{}); err != nil {
+	if e.log, err = events.Attach(t.Context(), e.js, events.Config{Shards: shards}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -111,7 +121,7 @@ func noTerminal(t *testing.T) {
 
 // args are the connection flags, then rest.
 func (e *opsEnv) args(rest ...string) []string {
-	return append(rest, "--nats", e.url, "--data", e.data)
+	return append(rest, "--nats", e.url, "--data", e.data, "--shards", strconv.Itoa(e.shards))
 }
 
 func (e *opsEnv) agent(sendArgs string) driver.Agent {
@@ -159,7 +169,22 @@ func (e *opsEnv) ofKind(t *testing.T, run string, k events.Kind) []events.Record
 // nudged reports whether the fleet's work queue holds a nudge for run.
 func (e *opsEnv) nudged(t *testing.T, run string) bool {
 	t.Helper()
-	s, err := e.js.Stream(t.Context(), "ARB_WORK")
+	// Neither the worker nor the operator user may read the work queue's
+	// messages: look as the admin.
+	pw, err := os.ReadFile(filepath.Join(e.data, "credentials", "admin.password"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, err := nats.Connect(e.url, nats.UserInfo("admin", strings.TrimSpace(string(pw))), embedded.InboxOption("admin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := js.Stream(t.Context(), "ARB_WORK")
 	if err != nil {
 		t.Fatal(err)
 	}
