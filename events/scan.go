@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // Scan and Follow read a whole shard with batch direct gets, never a
@@ -71,33 +73,52 @@ func (l *Log) Follow(ctx context.Context, k int, from uint64, fn func(RawRecord)
 // consume hands fn the messages of shard k from stream sequence from on, in
 // order, until fn says no more or returns an error. With end > 0 it also
 // stops once it has read everything stored (so a Scan whose last message is
-// gone still ends); with end 0 it waits for more.
+// gone still ends); with end 0 it waits for more. While fn works through one
+// batch the next is already asked for, so a long scan does not wait a round
+// trip between batches.
 func (l *Log) consume(ctx context.Context, k int, from, end uint64, fn func(RawRecord) (more bool, err error)) error {
 	stream := l.StreamName(k)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel() // ends a prefetch nobody will read
+	type batch struct {
+		msgs []*jetstream.RawStreamMsg
+		err  error
+	}
+	fetch := func(seq uint64) <-chan batch {
+		ch := make(chan batch, 1)
+		go func() {
+			msgs, err := l.GetBatch(ctx, stream, seq, maxBatch, "")
+			ch <- batch{msgs, err}
+		}()
+		return ch
+	}
 	next := from
+	pending := fetch(next)
 	for {
-		msgs, err := l.GetBatch(ctx, stream, next, maxBatch, "")
-		if err != nil {
+		b := <-pending
+		if b.err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			return fmt.Errorf("read %s from %d: %w", stream, next, err)
+			return fmt.Errorf("read %s from %d: %w", stream, next, b.err)
 		}
-		for _, m := range msgs {
+		if len(b.msgs) == 0 {
+			if end > 0 {
+				return nil
+			}
+			if err := pause(ctx, FollowPoll); err != nil {
+				return err
+			}
+			pending = fetch(next)
+			continue
+		}
+		next = b.msgs[len(b.msgs)-1].Sequence + 1
+		pending = fetch(next)
+		for _, m := range b.msgs {
 			more, err := fn(RawRecord{Data: m.Data, Subject: m.Subject, Stream: stream, StreamSeq: m.Sequence})
 			if err != nil || !more {
 				return err
 			}
-			next = m.Sequence + 1
-		}
-		if len(msgs) > 0 {
-			continue
-		}
-		if end > 0 {
-			return nil
-		}
-		if err := pause(ctx, FollowPoll); err != nil {
-			return err
 		}
 	}
 }
