@@ -80,7 +80,7 @@ flags:
 	fs.StringVar(&f.creds, "creds", "", "NATS credentials file (with --nats)")
 	fs.StringVar(&f.metrics, "metrics", "127.0.0.1:9464", "serve /healthz and /metrics here (empty: off)")
 	fs.IntVar(&f.concurrency, "concurrency", 16, "runs driven at once")
-	fs.DurationVar(&f.ackWait, "ack-wait", 30*time.Second, "how long a run may be held without a sign of life before another worker takes it")
+	fs.DurationVar(&f.ackWait, "ack-wait", 30*time.Second, "how long a run may be held without a sign of life before another worker takes it (the embedded server's; with --nats, what arbiter setup set)")
 	fs.Var(&f.operators, "operator", "operator public nkey (U…) whose decisions are accepted; repeatable (adds to the config's)")
 	fs.BoolVar(&f.noAuth, "no-auth", false, "embedded JetStream without users (anyone on 127.0.0.1 can do anything)")
 	fs.BoolVar(&f.syncAlways, "sync-always", false, "fsync every append before acknowledging it (about 7x slower appends; survives power loss)")

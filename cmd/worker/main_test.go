@@ -227,3 +227,39 @@ func TestWorker_JoinsOnlyASetUpServer(t *testing.T) {
 		waitWaiting(t, wl, run)
 	}
 }
+
+// TestWorker_NoAuthSetsUpAnonymously: with --no-auth the embedded server has
+// no users; the worker sets it up and works on one anonymous connection.
+func TestWorker_NoAuthSetsUpAnonymously(t *testing.T) {
+	addr := freeAddr(t)
+	data := t.TempDir()
+	startWorker(t, flags{data: data, listen: addr, noAuth: true, concurrency: 2, ackWait: 5 * time.Second})
+	deadline := time.Now().Add(5 * time.Second)
+	var nc *nats.Conn
+	for {
+		var err error
+		if nc, err = nats.Connect("nats://" + addr); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("connect anonymously: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := setUpQueue(t, js)
+	l, err := events.Attach(t.Context(), js, events.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, run := range startRuns(t, l, q) {
+		waitWaiting(t, l, run)
+	}
+	if _, err := os.Stat(filepath.Join(data, "credentials")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("--no-auth wrote credentials (%v), want none", err)
+	}
+}
