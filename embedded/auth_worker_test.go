@@ -145,6 +145,25 @@ func TestPermissions_WorkerRunsTheFleet(t *testing.T) {
 			}
 			v := waitView(t, d, run, func(v projector.View) bool { return v.Run.Status == projector.Waiting })
 			a := v.PendingApproval()
+			// While it waits, the worker has written the expiry timer and
+			// a snapshot (a timer taken after the grant is acknowledged
+			// and gone, so look now).
+			ws, err := e.admin.js.Stream(ctx, "ARB_WORK")
+			if err != nil {
+				t.Fatal(err)
+			}
+			kv, err := e.admin.js.KeyValue(ctx, "ARB_VIEWS")
+			if err != nil {
+				t.Fatal(err)
+			}
+			eventually(t, "the expiry timer of "+run, func() error {
+				_, err := ws.GetLastMsgForSubject(ctx, "arb.work."+run+".expiry")
+				return err
+			})
+			eventually(t, "the snapshot of "+run, func() error {
+				_, err := kv.Get(ctx, run)
+				return err
+			})
 
 			// The operator publishes its decision and nudges; a worker
 			// reads it from the decisions stream, verifies and records it.
@@ -166,23 +185,24 @@ func TestPermissions_WorkerRunsTheFleet(t *testing.T) {
 			if n := send.Count(); n != 1 {
 				t.Errorf("send executed %d times, want 1", n)
 			}
-			// The expiry timer and the snapshot were written.
-			ws, err := e.admin.js.Stream(ctx, "ARB_WORK")
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := ws.GetLastMsgForSubject(ctx, "arb.work."+run+".expiry"); err != nil {
-				t.Errorf("no expiry timer for %s: %v", run, err)
-			}
-			kv, err := e.admin.js.KeyValue(ctx, "ARB_VIEWS")
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := kv.Get(ctx, run); err != nil {
-				t.Errorf("no snapshot of %s: %v", run, err)
-			}
 			e.worker.noViolations(t, "a fleet run with an approval")
 		})
+	}
+}
+
+// eventually retries check until it succeeds (5s at most).
+func eventually(t *testing.T, what string, check func() error) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		err := check()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s after 5s: %v", what, err)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 
