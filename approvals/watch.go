@@ -75,8 +75,23 @@ func Watch(ctx context.Context, log *events.Log, state string, fn func(Notice) e
 
 func watchShard(ctx context.Context, log *events.Log, pos *position, k int, filter string, fn func(Notice) error) error {
 	stream := log.StreamName(k)
+	s, err := log.JetStream().Stream(ctx, stream)
+	if err != nil {
+		return fmt.Errorf("watch approvals on %s: %w", stream, err)
+	}
 	next := pos.after(k) + 1
+	idle := false
 	for {
+		// A filtered get costs the server a look at everything stored after
+		// next: once idle, move next past what is known to hold no
+		// approval event. Only on one replica, whose info and gets agree;
+		// a follower answering a get may lag the leader's info.
+		var stored uint64
+		if idle {
+			if info, err := s.Info(ctx); err == nil && info.Config.Replicas == 1 {
+				stored = info.State.LastSeq
+			}
+		}
 		msgs, err := log.GetBatch(ctx, stream, next, 1024, filter)
 		if ctx.Err() != nil {
 			return nil
@@ -95,9 +110,10 @@ func watchShard(ctx context.Context, log *events.Log, pos *position, k int, filt
 			}
 			next = m.Sequence + 1
 		}
-		if len(msgs) > 0 {
+		if idle = len(msgs) == 0; !idle {
 			continue
 		}
+		next = max(next, stored+1)
 		t := time.NewTimer(WatchPoll)
 		select {
 		case <-t.C:
