@@ -17,6 +17,13 @@ import (
 // everything stored.
 const FollowPoll = 200 * time.Millisecond
 
+// A scan that is served less than the stream said it holds asks again every
+// lagRetry, at most maxLagRetries times.
+const (
+	lagRetry      = 20 * time.Millisecond
+	maxLagRetries = 100
+)
+
 // RawRecord is a stored message as read by [Log.Scan], not yet decoded: a
 // reader that must survive a malformed event (an audit) decodes it itself.
 type RawRecord struct {
@@ -71,9 +78,9 @@ func (l *Log) Follow(ctx context.Context, k int, from uint64, fn func(RawRecord)
 }
 
 // consume hands fn the messages of shard k from stream sequence from on, in
-// order, until fn says no more or returns an error. With end > 0 it also
-// stops once it has read everything stored (so a Scan whose last message is
-// gone still ends); with end 0 it waits for more. While fn works through one
+// order, until fn says no more or returns an error. With end > 0 it stops
+// once it has read everything up to end, and fails if that is not served
+// within about two seconds; with end 0 it waits for more. While fn works through one
 // batch the next is already asked for, so a long scan does not wait a round
 // trip between batches.
 func (l *Log) consume(ctx context.Context, k int, from, end uint64, fn func(RawRecord) (more bool, err error)) error {
@@ -92,7 +99,7 @@ func (l *Log) consume(ctx context.Context, k int, from, end uint64, fn func(RawR
 		}()
 		return ch
 	}
-	next := from
+	next, lagged := from, 0
 	pending := fetch(next)
 	for {
 		b := <-pending
@@ -103,15 +110,25 @@ func (l *Log) consume(ctx context.Context, k int, from, end uint64, fn func(RawR
 			return fmt.Errorf("read %s from %d: %w", stream, next, b.err)
 		}
 		if len(b.msgs) == 0 {
+			wait := FollowPoll
 			if end > 0 {
-				return nil
+				if next > end {
+					return nil
+				}
+				// The stream said it held up to end. A replica answering
+				// direct gets may lag the leader: give it time, bounded.
+				if lagged++; lagged > maxLagRetries {
+					return fmt.Errorf("read %s: messages %d to %d not served after %s (a replica behind?)", stream, next, end, time.Duration(maxLagRetries)*lagRetry)
+				}
+				wait = lagRetry
 			}
-			if err := pause(ctx, FollowPoll); err != nil {
+			if err := pause(ctx, wait); err != nil {
 				return err
 			}
 			pending = fetch(next)
 			continue
 		}
+		lagged = 0
 		next = b.msgs[len(b.msgs)-1].Sequence + 1
 		pending = fetch(next)
 		for _, m := range b.msgs {

@@ -147,3 +147,34 @@ func TestLog_FollowSeesLaterAppends(t *testing.T) {
 	default:
 	}
 }
+
+// TestLog_ScanOfReplicatedLogReadsToTheEnd: on three servers, with direct
+// gets answered by any replica, a scan started right after the appends
+// through each server still reads every event up to the end the stream
+// reported.
+func TestLog_ScanOfReplicatedLogReadsToTheEnd(t *testing.T) {
+	servers := testkit.Cluster(t, 3)
+	ctx := ctxT(t)
+	l, err := events.Open(ctx, testkit.ConnectCluster(t, servers).JS, events.Config{Replicas: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendN(t, ctx, l, "r", 300)
+	for i, srv := range servers {
+		nc, err := srv.Connect()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ol, err := events.Attach(ctx, testkit.OnConn(t, srv, nc).JS, events.Config{Replicas: 3})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		if err := ol.Scan(ctx, 0, 1, func(events.RawRecord) error { n++; return nil }); err != nil {
+			t.Fatalf("scan through server %d: %v", i, err)
+		}
+		if n != 300 {
+			t.Errorf("scan through server %d: %d records, want 300", i, n)
+		}
+	}
+}
