@@ -102,7 +102,7 @@ func TestPermissions_OperatorHasNoConsumerAPI(t *testing.T) {
 			}
 			before := e.state(t)
 			wcfg := e.q.Config()
-			streams := []string{wcfg.WorkStream, e.log.DecisionStreamName(), "KV_" + wcfg.Bucket}
+			streams := []string{wcfg.WorkStream, e.log.DecisionStreamName(), "KV_" + wcfg.Bucket, "KV_" + wcfg.AgentsBucket}
 			for k := 0; k < shards; k++ {
 				streams = append(streams, e.log.StreamName(k))
 			}
@@ -175,13 +175,14 @@ func TestPermissions_OperatorCannotManageStreams(t *testing.T) {
 	e := newAuthEnv(t, events.Config{Shards: 3})
 	cannotManage(t, e, e.operator)
 	e.operator.refusedPublish(t, "$KV.ARB_VIEWS."+e.run, nil, []byte(`{}`))
+	e.operator.refusedPublish(t, "$KV.ARB_AGENTS.6f7073.w1", nil, []byte(`ops`))
 }
 
 // cannotManage holds c to changing nothing about any stream or bucket.
 func cannotManage(t *testing.T, e *authEnv, c *client) {
 	t.Helper()
 	before := e.state(t)
-	streams := []string{"ARB_WORK", e.log.DecisionStreamName(), "KV_ARB_VIEWS", "NEW_STREAM"}
+	streams := []string{"ARB_WORK", e.log.DecisionStreamName(), "KV_ARB_VIEWS", "KV_ARB_AGENTS", "NEW_STREAM"}
 	for k := 0; k < e.log.Config().Shards; k++ {
 		streams = append(streams, e.log.StreamName(k))
 	}
@@ -220,6 +221,7 @@ func cannotManage(t *testing.T, e *authEnv, c *client) {
 		}},
 		{"delete the work stream", func(ctx context.Context, js jetstream.JetStream) error { return js.DeleteStream(ctx, "ARB_WORK") }},
 		{"delete the snapshot bucket", func(ctx context.Context, js jetstream.JetStream) error { return js.DeleteKeyValue(ctx, "ARB_VIEWS") }},
+		{"delete the agents registry", func(ctx context.Context, js jetstream.JetStream) error { return js.DeleteKeyValue(ctx, "ARB_AGENTS") }},
 		{"create a bucket", func(ctx context.Context, js jetstream.JetStream) error {
 			_, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "OTHER"})
 			return err

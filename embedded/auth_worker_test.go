@@ -28,7 +28,7 @@ func TestPermissions_WorkerCannotManage(t *testing.T) {
 			before := e.state(t)
 			wcfg := e.q.Config()
 			api := "$JS.API.CONSUMER."
-			streams := []string{wcfg.WorkStream, e.log.DecisionStreamName(), "KV_" + wcfg.Bucket}
+			streams := []string{wcfg.WorkStream, e.log.DecisionStreamName(), "KV_" + wcfg.Bucket, "KV_" + wcfg.AgentsBucket}
 			for k := 0; k < shards; k++ {
 				streams = append(streams, e.log.StreamName(k))
 			}

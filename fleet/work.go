@@ -141,12 +141,12 @@ func Setup(ctx context.Context, js jetstream.JetStream, cfg Config) (*Queue, err
 	return &Queue{js: js, cfg: cfg}, nil
 }
 
-// Attach returns the queue whose work stream, shared consumer and snapshot
-// bucket already exist, creating and changing nothing: for a worker whose
-// NATS user may use them but not set them up (an administrator does, with
-// `arbiter setup`). A missing one is an error wrapping
-// jetstream.ErrStreamNotFound, ErrConsumerNotFound or ErrBucketNotFound.
-// The queue's AckWait is the consumer's, as set up.
+// Attach returns the queue whose work stream, shared consumer, snapshot
+// bucket and agents registry already exist, creating and changing nothing:
+// for a worker whose NATS user may use them but not set them up (an
+// administrator does, with `arbiter setup`). A missing one is an error
+// wrapping jetstream.ErrStreamNotFound, ErrConsumerNotFound or
+// ErrBucketNotFound. The queue's AckWait is the consumer's, as set up.
 func Attach(ctx context.Context, js jetstream.JetStream, cfg Config) (*Queue, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -165,7 +165,11 @@ func Attach(ctx context.Context, js jetstream.JetStream, cfg Config) (*Queue, er
 	if err != nil {
 		return nil, fmt.Errorf("attach work queue: snapshot bucket %s: %w", cfg.Bucket, err)
 	}
-	return &Queue{js: js, cfg: cfg, bucket: kv}, nil
+	reg, err := js.KeyValue(ctx, cfg.AgentsBucket)
+	if err != nil {
+		return nil, fmt.Errorf("attach work queue: agents registry %s: %w", cfg.AgentsBucket, err)
+	}
+	return &Queue{js: js, cfg: cfg, bucket: kv, registry: reg}, nil
 }
 
 // NewQueue returns the queue for clients that only publish nudges (the

@@ -1,7 +1,7 @@
 // Package setup is the administrator's step: it creates or updates
 // everything Arbiter keeps on a NATS server (the runs streams, the decisions
 // stream, the work stream with its shared consumer, the snapshot bucket)
-// and says what it changed. `arbiter setup` and a worker hosting the
+// and the agents registry, and says what it changed. `arbiter setup` and a worker hosting the
 // embedded server use it; a worker joining a server only attaches, because
 // its NATS user may not manage streams (ADR 0008).
 //
@@ -122,5 +122,6 @@ func resources(lc events.Config, fc fleet.Config) []resource {
 		resource{kind: "stream", stream: l.DecisionStream},
 		resource{kind: "stream", stream: f.WorkStream},
 		resource{kind: "consumer", stream: f.WorkStream, consumer: f.Consumer},
-		resource{kind: "stream", stream: "KV_" + f.Bucket})
+		resource{kind: "stream", stream: "KV_" + f.Bucket},
+		resource{kind: "stream", stream: "KV_" + f.AgentsBucket})
 }
