@@ -15,6 +15,7 @@ import (
 	"github.com/arbiter-run/arbiter/embedded"
 	"github.com/arbiter-run/arbiter/projector"
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // TestSetup_TwiceChangesNothingTheSecondTime: on a fresh server `arbiter
@@ -127,5 +128,24 @@ func TestOps_TwoShards(t *testing.T) {
 	err := runApprovals(t.Context(), []string{"--nats", e.url, "--data", e.data, "--shards", "1"}, &out)
 	if err == nil || !strings.Contains(err.Error(), "2 shards") {
 		t.Errorf("approvals --shards 1 on a two-shard log = %v, want an error saying it has 2 shards", err)
+	}
+}
+
+// TestOps_ServerNotSetUpSaysSo: on a server no one has set up, a command
+// says to run arbiter setup.
+func TestOps_ServerNotSetUpSaysSo(t *testing.T) {
+	data := t.TempDir()
+	creds, err := embedded.LoadCredentials(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := embedded.Start(embedded.Config{Dir: t.TempDir(), Port: -1, Users: creds.Users(embedded.Subjects{})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Stop)
+	err = runApprovals(t.Context(), []string{"--nats", srv.ClientURL(), "--data", data}, &bytes.Buffer{})
+	if !errors.Is(err, jetstream.ErrStreamNotFound) || !strings.Contains(err.Error(), "arbiter setup") {
+		t.Errorf("approvals on a server not set up = %v, want %v saying to run arbiter setup", err, jetstream.ErrStreamNotFound)
 	}
 }
