@@ -1,13 +1,22 @@
 package embedded_test
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"errors"
 	"fmt"
+	"math/big"
+	"net"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/arbiter-run/arbiter/embedded"
 	"github.com/arbiter-run/arbiter/events"
@@ -150,4 +159,88 @@ func permString(p *server.Permissions) string {
 		return fmt.Sprintf("allow %q deny %q", sp.Allow, sp.Deny)
 	}
 	return "publish " + s(p.Publish) + "; subscribe " + s(p.Subscribe)
+}
+
+// TestServerConf_TLSBlockWorks: the commented tls block of
+// docs/nats-server.conf, uncommented with a real certificate and opened to
+// all interfaces as its comment says, loads, and a client that trusts the
+// certificate connects over TLS.
+func TestServerConf_TLSBlockWorks(t *testing.T) {
+	const conf = "../docs/nats-server.conf"
+	confEnv(t)
+	b, err := os.ReadFile(conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	certFile, keyFile := writeCert(t, dir)
+	text := string(b)
+	start, end := strings.Index(text, "# tls {"), strings.Index(text, "# }\n")
+	if start < 0 || end < start {
+		t.Fatalf("%s has no commented tls block", conf)
+	}
+	var block []string
+	for _, line := range strings.Split(text[start:end+len("# }")], "\n") {
+		block = append(block, strings.TrimPrefix(line, "# "))
+	}
+	tls := strings.Join(block, "\n")
+	tls = strings.ReplaceAll(tls, "/etc/arbiter/tls/server.crt", certFile)
+	tls = strings.ReplaceAll(tls, "/etc/arbiter/tls/server.key", keyFile)
+	text = text[:start] + tls + text[end+len("# }"):]
+	text = strings.Replace(text, "listen: 127.0.0.1:4222", "listen: 0.0.0.0:4222", 1)
+	path := filepath.Join(dir, "nats-server.conf")
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	opts, err := server.ProcessConfigFile(path)
+	if err != nil {
+		t.Fatalf("the tls block uncommented does not load: %v", err)
+	}
+	if opts.TLSConfig == nil {
+		t.Fatal("the tls block uncommented leaves TLS off")
+	}
+	srv, err := embedded.Start(embedded.Config{Dir: t.TempDir(), Port: -1, ConfigFile: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Stop)
+	nc, err := nats.Connect(srv.ClientURL(), nats.UserInfo("operator", confCreds.Operator), nats.RootCAs(certFile))
+	if err != nil {
+		t.Fatalf("connect over TLS: %v", err)
+	}
+	defer nc.Close()
+	if !nc.TLSRequired() {
+		t.Error("the connection does not use TLS")
+	}
+}
+
+// writeCert writes a self-signed certificate for 127.0.0.1 and its key.
+func writeCert(t *testing.T, dir string) (cert, key string) {
+	t.Helper()
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "arbiter test"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, IsCA: true, BasicConstraintsValid: true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &k.PublicKey, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kb, err := x509.MarshalECPrivateKey(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, key = filepath.Join(dir, "server.crt"), filepath.Join(dir, "server.key")
+	if err := os.WriteFile(cert, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(key, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return cert, key
 }
