@@ -83,11 +83,10 @@ func reads(stream string) []string {
 // publish nudges and expiry timers, put snapshots and its offer of agents,
 // read the runs streams, the decisions stream and both buckets, and take
 // and acknowledge work from the fleet's one consumer. It may not create,
-// update, delete or
-// purge any stream, consumer or bucket (that is the admin's step), delete a
-// message, or publish an operator's decision (arb.decide.>). It receives
-// replies on [WorkerInbox] only: a worker connects with
-// nats.CustomInboxPrefix(WorkerInbox).
+// update, delete or purge any stream, consumer or bucket (that is the
+// admin's step), delete a message, or publish an operator's decision
+// (arb.decide.>). It receives replies on [WorkerInbox] only: a worker
+// connects with nats.CustomInboxPrefix(WorkerInbox).
 func WorkerPermissions(s Subjects) *server.Permissions {
 	s = s.withDefaults()
 	allow := []string{
@@ -132,7 +131,7 @@ func OperatorPermissions(s Subjects) *server.Permissions {
 }
 
 // AdminPermissions is the administrator's: the whole JetStream API, used to
-// create and update the streams, the work consumer and the snapshot bucket
+// create and update the streams, the work consumer and the buckets
 // (`arbiter setup`, or a worker hosting the embedded server), and nothing
 // outside it (no run event, no decision, no nudge). It receives replies on
 // [AdminInbox] only.
