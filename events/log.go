@@ -67,6 +67,10 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
+// WithDefaults returns c with every unset field at its default: the names a
+// log opened with c uses.
+func (c Config) WithDefaults() Config { return c.withDefaults() }
+
 // Validate reports a configuration that cannot work, naming the field.
 func (c Config) Validate() error {
 	c = c.withDefaults()

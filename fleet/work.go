@@ -141,6 +141,37 @@ func Setup(ctx context.Context, js jetstream.JetStream, cfg Config) (*Queue, err
 	return &Queue{js: js, cfg: cfg}, nil
 }
 
+// Attach returns the queue whose work stream, shared consumer, snapshot
+// bucket and agents registry already exist, creating and changing nothing:
+// for a worker whose NATS user may use them but not set them up (an
+// administrator does, with `arbiter setup`). A missing one is an error
+// wrapping jetstream.ErrStreamNotFound, ErrConsumerNotFound or
+// ErrBucketNotFound. The queue's AckWait is the consumer's, as set up.
+func Attach(ctx context.Context, js jetstream.JetStream, cfg Config) (*Queue, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	c, err := js.Consumer(ctx, cfg.WorkStream, cfg.Consumer)
+	if err != nil {
+		return nil, fmt.Errorf("attach work queue: consumer %s of stream %s: %w", cfg.Consumer, cfg.WorkStream, err)
+	}
+	// The consumer's ack wait is what the server holds a worker to,
+	// whatever this worker was configured with: signs of life follow it.
+	if w := c.CachedInfo().Config.AckWait; w > 0 {
+		cfg.AckWait = w
+	}
+	kv, err := js.KeyValue(ctx, cfg.Bucket)
+	if err != nil {
+		return nil, fmt.Errorf("attach work queue: snapshot bucket %s: %w", cfg.Bucket, err)
+	}
+	reg, err := js.KeyValue(ctx, cfg.AgentsBucket)
+	if err != nil {
+		return nil, fmt.Errorf("attach work queue: agents registry %s: %w", cfg.AgentsBucket, err)
+	}
+	return &Queue{js: js, cfg: cfg, bucket: kv, registry: reg}, nil
+}
+
 // NewQueue returns the queue for clients that only publish nudges (the
 // operator command): it creates nothing.
 func NewQueue(js jetstream.JetStream, cfg Config) *Queue {

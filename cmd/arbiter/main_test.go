@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -14,7 +15,6 @@ import (
 	"github.com/arbiter-run/arbiter/driver"
 	"github.com/arbiter-run/arbiter/embedded"
 	"github.com/arbiter-run/arbiter/events"
-	"github.com/arbiter-run/arbiter/fleet"
 	"github.com/arbiter-run/arbiter/policy"
 	"github.com/arbiter-run/arbiter/projector"
 	"github.com/arbiter-run/arbiter/testkit"
@@ -36,21 +36,34 @@ type opsEnv struct {
 	send *testkit.Ledger
 	key  string // the operator's seed file
 	ops  approvals.Operators
+	// shards of the log (every command is given --shards)
+	shards int
 }
 
 func newOpsEnv(t *testing.T) *opsEnv {
 	t.Helper()
-	e := &opsEnv{data: t.TempDir()}
+	return newShardedOpsEnv(t, 1)
+}
+
+// newShardedOpsEnv is an opsEnv whose log has shards streams, set up with
+// `arbiter setup --shards`, every command given --shards.
+func newShardedOpsEnv(t *testing.T, shards int) *opsEnv {
+	t.Helper()
+	e := &opsEnv{data: t.TempDir(), shards: shards}
 	creds, err := embedded.LoadCredentials(e.data)
 	if err != nil {
 		t.Fatalf("credentials: %v", err)
 	}
-	srv, err := embedded.Start(embedded.Config{Dir: filepath.Join(e.data, "jetstream"), Port: -1, Users: creds.Users(embedded.Subjects{})})
+	srv, err := embedded.Start(embedded.Config{Dir: filepath.Join(e.data, "jetstream"), Port: -1, Users: creds.Users(embedded.Subjects{Shards: shards})})
 	if err != nil {
 		t.Fatalf("start server: %v", err)
 	}
 	t.Cleanup(srv.Stop)
 	e.url = srv.ClientURL()
+	var out bytes.Buffer
+	if err := runSetup(t.Context(), e.args(), &out); err != nil {
+		t.Fatalf("setup: %v\n%s", err, out.String())
+	}
 	nc, err := nats.Connect(e.url, nats.UserInfo("worker", creds.Worker), embedded.InboxOption("worker"))
 	if err != nil {
 		t.Fatalf("connect as worker: %v", err)
@@ -59,15 +72,12 @@ func newOpsEnv(t *testing.T) *opsEnv {
 	if e.js, err = jetstream.New(nc); err != nil {
 		t.Fatal(err)
 	}
-	if e.log, err = events.Open(t.Context(), e.js, events.Config{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := fleet.Setup(t.Context(), e.js, fleet.Config{}); err != nil {
+	if e.log, err = events.Attach(t.Context(), e.js, events.Config{Shards: shards}); err != nil {
 		t.Fatal(err)
 	}
 
 	e.key = filepath.Join(t.TempDir(), "operator.seed")
-	var out bytes.Buffer
+	out.Reset()
 	if err := runKeygen(t.Context(), []string{"--out", e.key}, &out); err != nil {
 		t.Fatalf("keygen: %v", err)
 	}
@@ -111,7 +121,7 @@ func noTerminal(t *testing.T) {
 
 // args are the connection flags, then rest.
 func (e *opsEnv) args(rest ...string) []string {
-	return append(rest, "--nats", e.url, "--data", e.data)
+	return append(rest, "--nats", e.url, "--data", e.data, "--shards", strconv.Itoa(e.shards))
 }
 
 func (e *opsEnv) agent(sendArgs string) driver.Agent {
@@ -159,7 +169,22 @@ func (e *opsEnv) ofKind(t *testing.T, run string, k events.Kind) []events.Record
 // nudged reports whether the fleet's work queue holds a nudge for run.
 func (e *opsEnv) nudged(t *testing.T, run string) bool {
 	t.Helper()
-	s, err := e.js.Stream(t.Context(), "ARB_WORK")
+	// Neither the worker nor the operator user may read the work queue's
+	// messages: look as the admin.
+	pw, err := os.ReadFile(filepath.Join(e.data, "credentials", "admin.password"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, err := nats.Connect(e.url, nats.UserInfo("admin", strings.TrimSpace(string(pw))), embedded.InboxOption("admin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := js.Stream(t.Context(), "ARB_WORK")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -494,46 +519,64 @@ func TestWatch_PrintsApprovalEvents(t *testing.T) {
 	}
 }
 
-// acked waits until the durable watch named durable has acknowledged all it
-// was handed.
-func (e *opsEnv) acked(t *testing.T, durable string) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		c, err := e.js.Consumer(t.Context(), e.log.StreamName(0), durable+"_0")
-		if err == nil {
-			info, err := c.Info(t.Context())
-			if err == nil && info.NumAckPending == 0 && info.NumPending == 0 {
-				return
+// TestWatch_DurableResumesWhereItLeftOff: a watch with --durable NAME or
+// --state FILE keeps its position in a file (no consumer on the server) and
+// a restarted one resumes after what it printed.
+func TestWatch_DurableResumesWhereItLeftOff(t *testing.T) {
+	for _, how := range []string{"--durable", "--state"} {
+		t.Run(how, func(t *testing.T) {
+			e := newOpsEnv(t)
+			flags := []string{"--durable", "desk"}
+			file := filepath.Join(e.data, "watch", "desk.json")
+			if how == "--state" {
+				file = filepath.Join(t.TempDir(), "desk.state")
+				flags = []string{"--state", file}
 			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("durable watch %s has not acknowledged everything after 10s (%v)", durable, err)
-		}
-		time.Sleep(5 * time.Millisecond)
+			e.pause(t, "run-a", `{"to":"ops"}`)
+			var first syncBuffer
+			stop := e.watchCmd(t, &first, flags...)
+			waitLine(t, &first, "run-a", string(events.ApprovalRequested))
+			if err := stop(); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := os.Stat(file); err != nil {
+				t.Fatalf("watch %s kept no state file: %v", strings.Join(flags, " "), err)
+			}
+			e.pause(t, "run-b", `{"to":"dev"}`)
+			var second syncBuffer
+			stop = e.watchCmd(t, &second, append(flags, "--json")...)
+			waitLine(t, &second, `"run":"run-b"`, `"kind":"approval.requested"`)
+			if err := stop(); err != nil {
+				t.Fatal(err)
+			}
+			if strings.Contains(second.String(), "run-a") {
+				t.Errorf("restarted durable watch printed run-a again:\n%s", second.String())
+			}
+			s, err := e.js.Stream(t.Context(), e.log.StreamName(0))
+			if err != nil {
+				t.Fatal(err)
+			}
+			info, err := s.Info(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if info.State.Consumers != 0 {
+				t.Errorf("runs stream after durable watches: %d consumers, want 0", info.State.Consumers)
+			}
+		})
 	}
 }
 
-func TestWatch_DurableResumesWhereItLeftOff(t *testing.T) {
+func TestWatch_DurableFlagsRefused(t *testing.T) {
 	e := newOpsEnv(t)
-	e.pause(t, "run-a", `{"to":"ops"}`)
-	var first syncBuffer
-	stop := e.watchCmd(t, &first, "--durable", "desk")
-	waitLine(t, &first, "run-a", string(events.ApprovalRequested))
-	e.acked(t, "desk")
-	if err := stop(); err != nil {
-		t.Fatal(err)
-	}
-	e.pause(t, "run-b", `{"to":"dev"}`)
-	var second syncBuffer
-	stop = e.watchCmd(t, &second, "--durable", "desk", "--json")
-	waitLine(t, &second, `"run":"run-b"`, `"kind":"approval.requested"`)
-	e.acked(t, "desk")
-	if err := stop(); err != nil {
-		t.Fatal(err)
-	}
-	if strings.Contains(second.String(), "run-a") {
-		t.Errorf("restarted durable watch printed run-a again:\n%s", second.String())
+	for _, args := range [][]string{
+		{"--durable", "../escape"},
+		{"--durable", "desk", "--state", filepath.Join(t.TempDir(), "f")},
+	} {
+		var ue usageError
+		if err := runWatch(t.Context(), e.args(args...), &bytes.Buffer{}); !errors.As(err, &ue) {
+			t.Errorf("watch %v = %v, want a usage error", args, err)
+		}
 	}
 }
 

@@ -315,17 +315,21 @@ func decide(ctx context.Context, name, decision string, args []string, out io.Wr
 func isTerminal(f *os.File) bool { return term.IsTerminal(int(f.Fd())) }
 
 func runWatch(ctx context.Context, args []string, out io.Writer) error {
-	var durable string
+	var durable, state string
 	var asJSON bool
 	c, _, err := setup(ctx, "watch", args, func(fs *flag.FlagSet) {
-		fs.StringVar(&durable, "durable", "", "durable subscription name: resume where this name left off (default: print everything from the start)")
+		fs.StringVar(&durable, "durable", "", "resume where this name left off: shorthand for --state <data>/watch/NAME.json")
+		fs.StringVar(&state, "state", "", "file keeping where the watch stands, to resume there (default: print everything from the start)")
 		fs.BoolVar(&asJSON, "json", false, "print each event as JSON")
 	})
 	if err != nil {
 		return err
 	}
 	defer c.close()
-	return approvals.Watch(ctx, c.log, durable, func(n approvals.Notice) error {
+	if state, err = watchState(c.data, durable, state); err != nil {
+		return err
+	}
+	return approvals.Watch(ctx, c.log, state, func(n approvals.Notice) error {
 		if asJSON {
 			b, _ := json.Marshal(n.Event)
 			fmt.Fprintf(out, "%s\n", b)
