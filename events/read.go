@@ -53,11 +53,13 @@ func (l *Log) Since(ctx context.Context, run string, from Tail) ([]Record, Tail,
 		return nil, Tail{}, fmt.Errorf("read run %s: %w", run, ErrNoRun)
 	case m == nil, from.Count > 0 && m.Sequence < from.Seq:
 		return nil, Tail{}, notInLog()
-	case from.Count > 0 && m.Sequence == from.Seq:
-		if Hash(m.Data) != from.Hash {
-			return nil, Tail{}, notInLog()
-		}
-		if e, err := Decode(m.Data); err != nil || e.Run != run || e.Seq != from.Count {
+	}
+	last, err := Decode(m.Data)
+	if err != nil {
+		return nil, Tail{}, fmt.Errorf("read run %s at stream seq %d: %w", run, m.Sequence, err)
+	}
+	if from.Count > 0 && m.Sequence == from.Seq {
+		if Hash(m.Data) != from.Hash || last.Run != run || last.Seq != from.Count {
 			return nil, Tail{}, notInLog()
 		}
 		return nil, from, nil
@@ -70,7 +72,17 @@ func (l *Log) Since(ctx context.Context, run string, from Tail) ([]Record, Tail,
 	}
 	var out []Record
 	for next <= m.Sequence {
-		msgs, _, err := l.getBatch(ctx, stream, next, maxBatch, filter, m.Sequence)
+		// Ask for as many messages as the last one's position says are
+		// left (it is only a hint: the chain decides), so the server stops
+		// at the run's end rather than scan the rest of the stream.
+		want := maxBatch // the last message's claim is already false: read on to find where
+		if last.Seq > tail.Count {
+			want = int(min(last.Seq-tail.Count, maxBatch))
+		}
+		if !anchored {
+			want = min(want+1, maxBatch)
+		}
+		msgs, _, err := l.getBatch(ctx, stream, next, want, filter, 0)
 		if err != nil {
 			return nil, Tail{}, fmt.Errorf("read run %s: %w", run, err)
 		}
@@ -78,6 +90,9 @@ func (l *Log) Since(ctx context.Context, run string, from Tail) ([]Record, Tail,
 			break
 		}
 		for _, msg := range msgs {
+			if msg.Sequence > m.Sequence {
+				break // appended after the run's end was looked up
+			}
 			if !anchored {
 				if msg.Sequence != from.Seq || Hash(msg.Data) != from.Hash {
 					return nil, Tail{}, notInLog()
@@ -97,6 +112,9 @@ func (l *Log) Since(ctx context.Context, run string, from Tail) ([]Record, Tail,
 			tail = rec.Tail()
 		}
 		next = msgs[len(msgs)-1].Sequence + 1
+		if len(out) > 0 && tail.Seq == m.Sequence {
+			break
+		}
 	}
 	switch {
 	case !anchored:
