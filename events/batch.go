@@ -21,16 +21,16 @@ import (
 // subscription (see publisher), into a channel sized for the batch: no
 // per-read subscription, whose default buffer is 512 KiB.
 func (l *Log) GetBatch(ctx context.Context, stream string, seq uint64, batch int, subject string) ([]*jetstream.RawStreamMsg, error) {
-	msgs, _, err := l.getBatch(ctx, stream, seq, batch, subject, 0)
+	msgs, _, err := l.getBatch(ctx, stream, seq, batch, subject)
 	return msgs, err
 }
 
-// getBatch is [Log.GetBatch] that reads no message past stream sequence
-// upTo (0: no bound), and also says whether the stream held more matching
-// messages after the last one returned, as the server counted them when it
-// answered (its end-of-batch pending count). A bound keeps the server from
-// scanning the rest of a stream for a run whose last message is known.
-func (l *Log) getBatch(ctx context.Context, stream string, seq uint64, batch int, subject string, upTo uint64) (_ []*jetstream.RawStreamMsg, more bool, _ error) {
+// getBatch is [Log.GetBatch] that also says whether the stream held more
+// matching messages after the last one returned, as the server counted them
+// when it answered (its end-of-batch pending count). The server reads on
+// until it has batch messages or reaches the stream's end: a reader that
+// knows how many it wants asks for that many.
+func (l *Log) getBatch(ctx context.Context, stream string, seq uint64, batch int, subject string) (_ []*jetstream.RawStreamMsg, more bool, _ error) {
 	if batch < 1 {
 		return nil, false, nil
 	}
@@ -43,8 +43,7 @@ func (l *Log) getBatch(ctx context.Context, stream string, seq uint64, batch int
 		Seq        uint64 `json:"seq"`
 		Batch      int    `json:"batch"`
 		NextBySubj string `json:"next_by_subj,omitempty"`
-		UpToSeq    uint64 `json:"up_to_seq,omitempty"`
-	}{seq, batch, subject, upTo})
+	}{seq, batch, subject})
 	if err != nil {
 		return nil, false, err
 	}

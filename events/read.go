@@ -35,8 +35,9 @@ func (l *Log) Read(ctx context.Context, run string) ([]Record, Tail, error) {
 //
 // A stream only grows at its end, so when the run's last message is from's
 // own, nothing was added to the run since: that costs one lookup, as does
-// finding a run's tail; anything newer is one more batch read, bounded by
-// the last message's sequence.
+// finding a run's tail; anything newer is one more batch read, of as many
+// messages as the last one's position says are left, so the server does
+// not scan the rest of the stream.
 func (l *Log) Since(ctx context.Context, run string, from Tail) ([]Record, Tail, error) {
 	if err := ValidRunID(run); err != nil {
 		return nil, Tail{}, err
@@ -82,7 +83,7 @@ func (l *Log) Since(ctx context.Context, run string, from Tail) ([]Record, Tail,
 		if !anchored {
 			want = min(want+1, maxBatch)
 		}
-		msgs, _, err := l.getBatch(ctx, stream, next, want, filter, 0)
+		msgs, _, err := l.getBatch(ctx, stream, next, want, filter)
 		if err != nil {
 			return nil, Tail{}, fmt.Errorf("read run %s: %w", run, err)
 		}
