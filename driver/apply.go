@@ -41,7 +41,7 @@ func (d *Driver) plan(req policy.Request, dec policy.Decision, evalErr error, gr
 	}
 	pb := events.PolicyBody{
 		Step: req.Step, Outcome: string(dec.Outcome), Reason: dec.Reason, PolicyID: d.policyID,
-		Args: req.Args, ToolHash: req.Tool.Hash, Resume: grant != nil,
+		Args: req.Args, ToolHash: req.Tool.Hash, Resume: grant != nil, Parts: dec.Parts,
 	}
 	switch dec.Outcome {
 	case policy.Allow:

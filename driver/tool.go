@@ -31,6 +31,11 @@ type Spec struct {
 	Timeout time.Duration
 	// Terminal: a successful call completes the run with its result.
 	Terminal bool
+	// Data, Tags and Resource are recorded with the spec for rules files to
+	// match (see [events.ToolSpec]); nothing verifies them.
+	Data     []string
+	Tags     []string
+	Resource string
 }
 
 // Tool is a capability the agent may request. Execute receives the
@@ -134,6 +139,7 @@ func Compile(t Tool) (*CompiledTool, error) {
 	rec := events.ToolSpec{
 		Name: s.Name, Description: s.Description, Schema: canon, SideEffect: s.SideEffect,
 		TimeoutMS: s.Timeout.Milliseconds(), Terminal: s.Terminal,
+		Data: append([]string(nil), s.Data...), Tags: append([]string(nil), s.Tags...), Resource: s.Resource,
 	}
 	rec.Hash = SpecHash(rec)
 	return &CompiledTool{Tool: t, Spec: s, Record: rec, schema: sch}, nil
