@@ -1,0 +1,480 @@
+package rules
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"reflect"
+	"strings"
+	"time"
+
+	"cel.dev/cel-go/common/types"
+	"cel.dev/cel-go/interpreter"
+	"github.com/arbiter-run/arbiter/events"
+	"github.com/arbiter-run/arbiter/policy"
+	"github.com/arbiter-run/arbiter/projector"
+)
+
+// Policy is a compiled rules file. It is safe for concurrent use.
+type Policy struct {
+	name     string
+	file     *File
+	id       string
+	canon    []byte
+	policies []*compiledPolicy // priority order
+	rules    []*compiledRule   // every rule, in priority order
+	defName  string
+	def      policy.Policy // nil for deny or allow
+}
+
+var _ policy.IdentifiedPolicy = (*Policy)(nil)
+
+// PolicyID is "rules sha256:<hex>" over the file's canonical form: any
+// change that could change a decision changes it (and so do changes that
+// cannot, such as a new description).
+func (p *Policy) PolicyID() string { return p.id }
+
+// File returns the file as written (do not change it).
+func (p *Policy) File() *File { return p.file }
+
+// Canonical returns the canonical form the id is the hash of.
+func (p *Policy) Canonical() []byte { return append([]byte(nil), p.canon...) }
+
+// Default returns the fall-through: side_effects, deny or allow.
+func (p *Policy) Default() string { return p.defName }
+
+// Evaluate decides req by every enabled policy that applies to the tool,
+// every rule whose target matches and whose condition holds: the strongest
+// deciding verdict wins (abort, then deny, then require_approval, then
+// allow), whatever the order; warn and audit rules are recorded and decide
+// nothing; with no deciding rule the default decides. The result records
+// every rule that applied, in priority order, then the default if it
+// decided. A condition that fails to evaluate denies (recorded with its
+// error): the policy fails closed.
+func (p *Policy) Evaluate(ctx context.Context, req policy.Request, view projector.View) (policy.Decision, error) {
+	ev := evaluation{req: &req, view: &view}
+	var parts []events.PolicyPart
+	var win *verdict
+	var confirm *verdict
+	for _, r := range p.rules {
+		v, ok := r.apply(&ev)
+		if !ok {
+			continue
+		}
+		parts = append(parts, v.part)
+		if !v.decides {
+			continue
+		}
+		if win == nil || rank(v.outcome) > rank(win.outcome) {
+			vv := v
+			win = &vv
+		}
+		if v.outcome == policy.RequireApproval && confirm == nil {
+			vv := v
+			confirm = &vv
+		}
+	}
+	if win == nil {
+		dec, err := p.fallThrough(ctx, req, view)
+		if err != nil {
+			return policy.Decision{}, err
+		}
+		dec.Parts = append(parts, events.PolicyPart{ID: "default " + p.defName, Outcome: string(dec.Outcome), Reason: dec.Reason})
+		return dec, nil
+	}
+	dec := policy.Decision{Outcome: win.outcome, Reason: win.reason, Parts: parts}
+	if win.outcome == policy.RequireApproval {
+		a, err := confirm.rule.approval(req)
+		if err != nil {
+			return policy.Decision{}, err
+		}
+		dec.Approval = a
+	}
+	return dec, nil
+}
+
+func (p *Policy) fallThrough(ctx context.Context, req policy.Request, view projector.View) (policy.Decision, error) {
+	switch p.defName {
+	case DefaultAllow:
+		return policy.Decision{Outcome: policy.Allow, Reason: "no rule decided; the file's default is allow"}, nil
+	case DefaultDeny:
+		return policy.Decision{Outcome: policy.Deny, Reason: "no rule decided; the file's default is deny"}, nil
+	}
+	return p.def.Evaluate(ctx, req, view)
+}
+
+func rank(o policy.Outcome) int {
+	switch o {
+	case policy.Abort:
+		return 4
+	case policy.Deny:
+		return 3
+	case policy.RequireApproval:
+		return 2
+	case policy.Allow:
+		return 1
+	}
+	return 0
+}
+
+// verdict is what one applicable rule says.
+type verdict struct {
+	rule    *compiledRule
+	outcome policy.Outcome
+	reason  string
+	decides bool
+	part    events.PolicyPart
+}
+
+// apply reports whether r applies to the request, and its verdict.
+func (r *compiledRule) apply(ev *evaluation) (verdict, bool) {
+	cp := r.pol
+	spec := &ev.req.Tool
+	if !cp.spec.On() || !cp.spec.HasPhase(PhaseInvocation) || !cp.inScope(spec) {
+		return verdict{}, false
+	}
+	if !r.targets(spec, ev) || !r.argsEqual(ev) {
+		return verdict{}, false
+	}
+	if r.cond != nil {
+		holds, err := r.holds(ev)
+		if err != nil {
+			reason := fmt.Sprintf("%s: condition failed to evaluate (denied): %v", r.id, err)
+			return verdict{rule: r, outcome: policy.Deny, reason: reason, decides: true,
+				part: events.PolicyPart{ID: r.id, Outcome: string(policy.Deny), Reason: reason, Code: "CONDITION_ERROR", Mode: ModeBlock}}, true
+		}
+		if !holds {
+			return verdict{}, false
+		}
+	}
+	mode := cp.spec.Enforcement.Mode
+	outcome := policy.Allow
+	reason := r.reasonText()
+	limited := r.perRun >= 0 || r.perHour >= 0
+	if limited {
+		over, count := r.overLimit(ev)
+		if !over {
+			// Within its limit a rate rule decides nothing: it limits, it
+			// never grants.
+			return verdict{rule: r, outcome: policy.Allow, reason: reason,
+				part: events.PolicyPart{ID: r.id, Outcome: string(policy.Allow), Reason: r.id + ": within limit (" + count + ")", Code: r.spec.Code, Mode: mode}}, true
+		}
+		reason = r.id + ": limit reached (" + count + ")" + r.suffix()
+		outcome = policy.Deny
+	} else if r.spec.Action == "deny" {
+		outcome = policy.Deny
+	}
+	decides := true
+	switch mode {
+	case ModeConfirm:
+		outcome = policy.RequireApproval
+	case ModeWarn, ModeAudit:
+		decides = false
+	case ModeBlock:
+		if outcome == policy.Deny && cp.spec.Enforcement.Abort {
+			outcome = policy.Abort
+		}
+	}
+	return verdict{rule: r, outcome: outcome, reason: reason, decides: decides,
+		part: events.PolicyPart{ID: r.id, Outcome: string(outcome), Reason: reason, Code: r.spec.Code, Mode: mode}}, true
+}
+
+func (r *compiledRule) reasonText() string {
+	return r.id + r.suffix()
+}
+
+func (r *compiledRule) suffix() string {
+	var b strings.Builder
+	if r.spec.Reason != "" {
+		b.WriteString(": ")
+		b.WriteString(r.spec.Reason)
+	}
+	if m := r.pol.spec.Enforcement.Message; m != "" {
+		b.WriteString(" (")
+		b.WriteString(m)
+		b.WriteString(")")
+	}
+	return b.String()
+}
+
+func (cp *compiledPolicy) inScope(t *events.ToolSpec) bool {
+	if cp.class != nil && !cp.class[t.SideEffect] {
+		return false
+	}
+	if len(cp.tools) == 0 {
+		return true
+	}
+	for _, g := range cp.tools {
+		if g.match(t.Name) {
+			return true
+		}
+	}
+	return false
+}
+
+// targets reports whether the rule's target matches the tool (and, for a
+// resource, the argument the tool names as its resource).
+func (r *compiledRule) targets(t *events.ToolSpec, ev *evaluation) bool {
+	switch r.spec.Target.Type {
+	case TargetTool:
+		return r.glob.match(t.Name)
+	case TargetData:
+		return r.anyMatch(t.Data)
+	case TargetOperation:
+		return r.glob.match(t.SideEffect) || r.anyMatch(t.Tags)
+	case TargetResource:
+		if t.Resource == "" {
+			return false
+		}
+		s, ok := ev.arg(t.Resource).(string)
+		if !ok {
+			return false
+		}
+		if r.glob.match(s) {
+			return true
+		}
+		if u, err := url.Parse(s); err == nil && u.Host != "" {
+			return r.glob.match(u.Hostname())
+		}
+	}
+	return false
+}
+
+func (r *compiledRule) anyMatch(ss []string) bool {
+	for _, s := range ss {
+		if r.glob.match(s) {
+			return true
+		}
+	}
+	return false
+}
+
+func (r *compiledRule) argsEqual(ev *evaluation) bool {
+	for k, want := range r.equal {
+		if !reflect.DeepEqual(ev.arg(k), want) {
+			return false
+		}
+	}
+	return true
+}
+
+func (r *compiledRule) holds(ev *evaluation) (bool, error) {
+	out, _, err := r.cond.Eval(ev)
+	if err != nil {
+		return false, err
+	}
+	b, ok := out.(types.Bool)
+	if !ok {
+		return false, fmt.Errorf("yields %s, want bool", out.Type())
+	}
+	return bool(b), nil
+}
+
+// overLimit counts the calls the run already made that this rule's target
+// matches and that were let through, over the run and over the hour before
+// this step's recorded time.
+func (r *compiledRule) overLimit(ev *evaluation) (bool, string) {
+	now := ev.stepTime()
+	var inRun, inHour int64
+	for i := 0; i < ev.view.Steps.Len(); i++ {
+		s := ev.view.Steps.At(i)
+		if s.N >= ev.req.Step || s.Policy == nil || !(s.Policy.Outcome == projector.Allow || s.Policy.Consumes != "") {
+			continue
+		}
+		spec, ok := toolSpec(ev.view, s.Decision.Tool)
+		if !ok || !r.limitTargets(&spec) {
+			continue
+		}
+		inRun++
+		if !s.Decided.After(now) && now.Sub(s.Decided) < time.Hour {
+			inHour++
+		}
+	}
+	switch {
+	case r.perRun >= 0 && inRun >= r.perRun:
+		return true, fmt.Sprintf("%d of %d calls in this run", inRun, r.perRun)
+	case r.perHour >= 0 && inHour >= r.perHour:
+		return true, fmt.Sprintf("%d of %d calls in the hour", inHour, r.perHour)
+	case r.perHour >= 0:
+		return false, fmt.Sprintf("%d of %d calls in the hour", inHour, r.perHour)
+	}
+	return false, fmt.Sprintf("%d of %d calls in this run", inRun, r.perRun)
+}
+
+// limitTargets is targets for a past call: by what its spec declares.
+func (r *compiledRule) limitTargets(t *events.ToolSpec) bool {
+	switch r.spec.Target.Type {
+	case TargetTool:
+		return r.glob.match(t.Name)
+	case TargetData:
+		return r.anyMatch(t.Data)
+	case TargetOperation:
+		return r.glob.match(t.SideEffect) || r.anyMatch(t.Tags)
+	}
+	return false
+}
+
+func toolSpec(v *projector.View, name string) (events.ToolSpec, bool) {
+	for _, t := range v.Run.Tools {
+		if t.Name == name {
+			return t, true
+		}
+	}
+	return events.ToolSpec{}, false
+}
+
+// approval is what a confirm rule asks an operator: the exact request as
+// capability, the rule, its message and the request as presentation.
+func (r *compiledRule) approval(req policy.Request) (*policy.Approval, error) {
+	kind := r.pol.spec.Enforcement.ApprovalKind
+	if kind == "" {
+		kind = r.pol.spec.ID
+	}
+	capability := map[string]any{"tool": req.Tool.Name, "args": req.Args}
+	presentation := map[string]any{"tool": req.Tool.Name, "args": req.Args, "rule": r.id}
+	if m := r.pol.spec.Enforcement.Message; m != "" {
+		presentation["message"] = m
+	}
+	if r.spec.Reason != "" {
+		presentation["reason"] = r.spec.Reason
+	}
+	if e := r.pol.spec.Enforcement.Escalation; e != "" {
+		presentation["escalation"] = e
+	}
+	dec, err := policy.NeedApproval(kind, r.reasonText(), capability, presentation)
+	if err != nil {
+		return nil, fmt.Errorf("rule %s: %w", r.id, err)
+	}
+	return dec.Approval, nil
+}
+
+// evaluation is one request's variables, built when a condition first asks
+// for them. It is the CEL activation.
+type evaluation struct {
+	req  *policy.Request
+	view *projector.View
+
+	args, tool, run, actor any
+	haveArgs, haveTool     bool
+	haveRun, haveActor     bool
+}
+
+var _ interpreter.Activation = (*evaluation)(nil)
+
+func (ev *evaluation) Parent() interpreter.Activation { return nil }
+
+func (ev *evaluation) ResolveName(name string) (any, bool) {
+	switch name {
+	case "args":
+		return ev.argsValue(), true
+	case "tool":
+		if !ev.haveTool {
+			ev.tool, ev.haveTool = toolValue(ev.req), true
+		}
+		return ev.tool, true
+	case "run":
+		if !ev.haveRun {
+			ev.run, ev.haveRun = runValue(ev), true
+		}
+		return ev.run, true
+	case "actor", "user":
+		if !ev.haveActor {
+			ev.actor, ev.haveActor = actorValue(ev.view.Run.Actor), true
+		}
+		return ev.actor, true
+	}
+	return nil, false
+}
+
+func (ev *evaluation) argsValue() any {
+	if !ev.haveArgs {
+		ev.haveArgs = true
+		var v any
+		if len(ev.req.Args) > 0 && json.Unmarshal(ev.req.Args, &v) == nil {
+			ev.args = v
+		} else {
+			ev.args = map[string]any{}
+		}
+	}
+	return ev.args
+}
+
+// arg returns the top-level argument name, or nil.
+func (ev *evaluation) arg(name string) any {
+	m, _ := ev.argsValue().(map[string]any)
+	return m[name]
+}
+
+// stepTime is the time recorded with this step's decision (the zero time
+// when the view does not hold it).
+func (ev *evaluation) stepTime() time.Time {
+	if s := ev.view.Step(ev.req.Step); s != nil {
+		return s.Decided
+	}
+	return time.Time{}
+}
+
+func toolValue(req *policy.Request) map[string]any {
+	t := req.Tool
+	return map[string]any{
+		"name": t.Name, "side_effect": t.SideEffect, "description": t.Description,
+		"data": nonNil(t.Data), "tags": nonNil(t.Tags), "resource": t.Resource,
+	}
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+func runValue(ev *evaluation) map[string]any {
+	v := ev.view
+	calls := map[string]int64{}
+	failures := int64(0)
+	for i := 0; i < v.Steps.Len(); i++ {
+		s := v.Steps.At(i)
+		if s.N >= ev.req.Step {
+			continue
+		}
+		calls[s.Decision.Tool]++
+		if o := s.Observation; o != nil && o.Kind != events.ObsResult {
+			failures++
+		}
+	}
+	approvals := int64(0)
+	for _, a := range v.Approvals {
+		if a.State == projector.Granted || a.State == projector.Consumed {
+			approvals++
+		}
+	}
+	var input any = map[string]any{}
+	if len(v.Run.Input) > 0 {
+		var in any
+		if json.Unmarshal(v.Run.Input, &in) == nil {
+			input = in
+		}
+	}
+	return map[string]any{
+		"id": v.Run.ID, "step": int64(ev.req.Step), "steps": int64(v.Run.Steps), "input": input,
+		"calls": calls, "failures": failures, "failures_in_row": int64(v.Run.FailuresInRow),
+		"approvals": approvals, "time": ev.stepTime(), "surface": v.Run.Surface, "agent": v.Run.Agent,
+	}
+}
+
+func actorValue(a *events.Actor) map[string]any {
+	if a == nil {
+		return map[string]any{"id": "", "role": "", "roles": []string{}, "attributes": map[string]string{}}
+	}
+	role := ""
+	if len(a.Roles) > 0 {
+		role = a.Roles[0]
+	}
+	attrs := a.Attributes
+	if attrs == nil {
+		attrs = map[string]string{}
+	}
+	return map[string]any{"id": a.ID, "role": role, "roles": nonNil(a.Roles), "attributes": attrs}
+}
