@@ -200,7 +200,12 @@ func parse(name string, data []byte) (*File, positions, error) {
 	}
 	v, err := generic(&root, "", ps)
 	if err != nil {
-		return nil, nil, &LoadError{File: name, Line: 1, Col: 1, Reason: err.Error(), Err: ErrSyntax, Pointer: ""}
+		le := &LoadError{File: name, Line: 1, Col: 1, Reason: err.Error(), Err: ErrSyntax}
+		var pe *posError
+		if errors.As(err, &pe) {
+			le.Line, le.Col, le.Reason = pe.at.line, pe.at.col, pe.reason
+		}
+		return nil, nil, le
 	}
 	if err := compiledSchema.Validate(v); err != nil {
 		var ve *jsonschema.ValidationError

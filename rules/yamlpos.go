@@ -38,26 +38,26 @@ func generic(n *yaml.Node, ptr string, ps positions) (any, error) {
 	switch n.Kind {
 	case yaml.DocumentNode:
 		if len(n.Content) != 1 {
-			return nil, fmt.Errorf("%d:%d: want one document", n.Line, n.Column)
+			return nil, posErrorf(n.Line, n.Column, "want one document")
 		}
 		return generic(n.Content[0], ptr, ps)
 	case yaml.AliasNode:
-		return nil, fmt.Errorf("%d:%d: aliases are not accepted (write the value out)", n.Line, n.Column)
+		return nil, posErrorf(n.Line, n.Column, "aliases are not accepted (write the value out)")
 	case yaml.MappingNode:
 		if n.Anchor != "" {
-			return nil, fmt.Errorf("%d:%d: anchors are not accepted", n.Line, n.Column)
+			return nil, posErrorf(n.Line, n.Column, "anchors are not accepted")
 		}
 		m := make(map[string]any, len(n.Content)/2)
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			k, v := n.Content[i], n.Content[i+1]
 			if k.Kind != yaml.ScalarNode || (k.Tag != "!!str" && k.Tag != "!!merge") {
-				return nil, fmt.Errorf("%d:%d: a key must be a string, not %s", k.Line, k.Column, strings.TrimPrefix(k.Tag, "!!"))
+				return nil, posErrorf(k.Line, k.Column, "a key must be a string, not %s", strings.TrimPrefix(k.Tag, "!!"))
 			}
 			if k.Tag == "!!merge" {
-				return nil, fmt.Errorf("%d:%d: merge keys (<<) are not accepted", k.Line, k.Column)
+				return nil, posErrorf(k.Line, k.Column, "merge keys (<<) are not accepted")
 			}
 			if _, dup := m[k.Value]; dup {
-				return nil, fmt.Errorf("%d:%d: key %q repeated", k.Line, k.Column, k.Value)
+				return nil, posErrorf(k.Line, k.Column, "key %q repeated", k.Value)
 			}
 			val, err := generic(v, ptr+"/"+escapePointer(k.Value), ps)
 			if err != nil {
@@ -68,7 +68,7 @@ func generic(n *yaml.Node, ptr string, ps positions) (any, error) {
 		return m, nil
 	case yaml.SequenceNode:
 		if n.Anchor != "" {
-			return nil, fmt.Errorf("%d:%d: anchors are not accepted", n.Line, n.Column)
+			return nil, posErrorf(n.Line, n.Column, "anchors are not accepted")
 		}
 		s := make([]any, 0, len(n.Content))
 		for i, c := range n.Content {
@@ -82,12 +82,12 @@ func generic(n *yaml.Node, ptr string, ps positions) (any, error) {
 	case yaml.ScalarNode:
 		return scalar(n)
 	}
-	return nil, fmt.Errorf("%d:%d: unexpected YAML node", n.Line, n.Column)
+	return nil, posErrorf(n.Line, n.Column, "unexpected YAML node")
 }
 
 func scalar(n *yaml.Node) (any, error) {
 	if n.Anchor != "" {
-		return nil, fmt.Errorf("%d:%d: anchors are not accepted", n.Line, n.Column)
+		return nil, posErrorf(n.Line, n.Column, "anchors are not accepted")
 	}
 	switch n.Tag {
 	case "!!str":
@@ -97,26 +97,38 @@ func scalar(n *yaml.Node) (any, error) {
 	case "!!bool":
 		var b bool
 		if err := n.Decode(&b); err != nil {
-			return nil, fmt.Errorf("%d:%d: %v", n.Line, n.Column, err)
+			return nil, posErrorf(n.Line, n.Column, "%v", err)
 		}
 		return b, nil
 	case "!!int":
 		var i int64
 		if err := n.Decode(&i); err != nil {
-			return nil, fmt.Errorf("%d:%d: integer %s: %v", n.Line, n.Column, n.Value, err)
+			return nil, posErrorf(n.Line, n.Column, "integer %s: %v", n.Value, err)
 		}
 		return i, nil
 	case "!!float":
 		var f float64
 		if err := n.Decode(&f); err != nil {
-			return nil, fmt.Errorf("%d:%d: number %s: %v", n.Line, n.Column, n.Value, err)
+			return nil, posErrorf(n.Line, n.Column, "number %s: %v", n.Value, err)
 		}
 		if math.IsInf(f, 0) || math.IsNaN(f) {
-			return nil, fmt.Errorf("%d:%d: number %s is not a JSON number", n.Line, n.Column, n.Value)
+			return nil, posErrorf(n.Line, n.Column, "number %s is not a JSON number", n.Value)
 		}
 		return f, nil
 	}
-	return nil, fmt.Errorf("%d:%d: tag %s is not accepted", n.Line, n.Column, n.Tag)
+	return nil, posErrorf(n.Line, n.Column, "tag %s is not accepted", n.Tag)
+}
+
+// posError is a refusal of the YAML layer at a place in the file.
+type posError struct {
+	at     pos
+	reason string
+}
+
+func (e *posError) Error() string { return fmt.Sprintf("%d:%d: %s", e.at.line, e.at.col, e.reason) }
+
+func posErrorf(line, col int, format string, a ...any) error {
+	return &posError{at: pos{line, col}, reason: fmt.Sprintf(format, a...)}
 }
 
 func escapePointer(s string) string {
