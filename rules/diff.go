@@ -1,0 +1,235 @@
+package rules
+
+import (
+	"fmt"
+	"reflect"
+	"strings"
+)
+
+// Directions of a [Change].
+const (
+	Widens  = "widens"  // something refused or held before may now run
+	Narrows = "narrows" // something that ran may now be refused or held
+	Changes = "changes" // may do either (a condition, target or scope changed)
+)
+
+// Change is one difference between two rules files that can change an
+// outcome, with the tools and classes it reaches.
+type Change struct {
+	Direction string
+	// Rule is "policy/rule", or "default".
+	Rule string
+	// Target is what the rule matches ("tool github_*"), Scope its policy's
+	// scope ("tools [a b]", "classes [destructive]", "all tools").
+	Target, Scope string
+	Detail        string
+}
+
+func (c Change) String() string {
+	if c.Rule == "default" {
+		return fmt.Sprintf("%s: default: %s", c.Direction, c.Detail)
+	}
+	return fmt.Sprintf("%s: %s (%s; %s): %s", c.Direction, c.Rule, c.Target, c.Scope, c.Detail)
+}
+
+// Widening reports whether any change widens or may widen: what the drift
+// gate refuses.
+func Widening(cs []Change) bool {
+	for _, c := range cs {
+		if c.Direction != Narrows {
+			return true
+		}
+	}
+	return false
+}
+
+// Diff compares two files statically: every rule removed, added or changed,
+// and the default, each classed as widening, narrowing or either. A rule
+// that refused or held something (deny, abort, confirm, a limit) widens
+// when it goes (removing or disabling its policy included) and narrows when
+// it comes; a rule that granted (an allow in block mode) the other way
+// round. A rule that changed its condition, target, scope or phases may do
+// either, and counts as widening for the gate.
+func Diff(old, new *Policy) []Change {
+	var out []Change
+	if dr := defaultRank(new.defName) - defaultRank(old.defName); dr != 0 {
+		dir := Narrows
+		if dr < 0 {
+			dir = Widens
+		}
+		out = append(out, Change{Direction: dir, Rule: "default", Detail: old.defName + " → " + new.defName})
+	}
+	oldR, newR := ruleIndex(old), ruleIndex(new)
+	for _, r := range old.rules {
+		n, ok := newR[r.id]
+		switch {
+		case !ok || !n.active():
+			if r.active() {
+				why := "removed"
+				if ok {
+					why = "its policy is disabled or no longer decides calls"
+				}
+				if !ok && new.policyByID(r.pol.spec.ID) == nil {
+					why = "its policy " + r.pol.spec.ID + " is removed"
+				}
+				out = append(out, r.change(flip(r.effect()), why))
+			}
+		case r.active():
+			out = append(out, compareRules(r, n)...)
+		}
+	}
+	for _, n := range new.rules {
+		o, ok := oldR[n.id]
+		if n.active() && (!ok || !o.active()) {
+			out = append(out, n.change(n.effect(), "added"))
+		}
+	}
+	// Drop changes of rules that decide nothing (warn, audit).
+	kept := out[:0]
+	for _, c := range out {
+		if c.Direction != "" {
+			kept = append(kept, c)
+		}
+	}
+	return kept
+}
+
+func (p *Policy) policyByID(id string) *compiledPolicy {
+	for _, cp := range p.policies {
+		if cp.spec.ID == id {
+			return cp
+		}
+	}
+	return nil
+}
+
+func ruleIndex(p *Policy) map[string]*compiledRule {
+	m := make(map[string]*compiledRule, len(p.rules))
+	for _, r := range p.rules {
+		m[r.id] = r
+	}
+	return m
+}
+
+// active: the rule can decide a call.
+func (r *compiledRule) active() bool {
+	return r.pol.spec.On() && r.pol.spec.HasPhase(PhaseInvocation)
+}
+
+// effect is the direction the rule's presence pushes outcomes: narrows for
+// a refusal, an approval or a limit, widens for a grant, "" for a rule that
+// decides nothing.
+func (r *compiledRule) effect() string {
+	if r.pol.spec.Enforcement.Mode == ModeWarn || r.pol.spec.Enforcement.Mode == ModeAudit {
+		return ""
+	}
+	if r.perRun >= 0 || r.perHour >= 0 || r.strength() > rank("allow") {
+		return Narrows
+	}
+	return Widens
+}
+
+func flip(dir string) string {
+	switch dir {
+	case Narrows:
+		return Widens
+	case Widens:
+		return Narrows
+	}
+	return dir
+}
+
+func (r *compiledRule) change(dir, detail string) Change {
+	return Change{Direction: dir, Rule: r.id, Target: r.spec.Target.Type + " " + r.spec.Target.Pattern, Scope: scopeText(r.pol.spec.Scope), Detail: detail}
+}
+
+func scopeText(s Scope) string {
+	var parts []string
+	if len(s.Tools) > 0 {
+		parts = append(parts, "tools "+strings.Join(s.Tools, ","))
+	}
+	if len(s.SideEffects) > 0 {
+		parts = append(parts, "classes "+strings.Join(s.SideEffects, ","))
+	}
+	if len(parts) == 0 {
+		return "all tools"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// compareRules classes the change of a rule present and active in both.
+func compareRules(o, n *compiledRule) []Change {
+	var out []Change
+	os, ns := o.strength(), n.strength()
+	oe, ne := o.effect(), n.effect()
+	switch {
+	case oe != ne:
+		// The rule changed sides: from refusing to granting, or to deciding
+		// nothing (a warn), or back.
+		dir := Changes
+		switch {
+		case oe == Narrows:
+			dir = Widens
+		case ne == Narrows:
+			dir = Narrows
+		case oe == "" && ne == Widens:
+			dir = Widens
+		case oe == Widens && ne == "":
+			dir = Narrows
+		}
+		out = append(out, n.change(dir, fmt.Sprintf("now %s (was %s)", n.describe(), o.describe())))
+	case os != ns:
+		dir := Narrows
+		if ns < os {
+			dir = Widens
+		}
+		if oe == Widens { // among grants, weaker is narrower
+			dir = flip(dir)
+		}
+		out = append(out, n.change(dir, fmt.Sprintf("now %s (was %s)", n.describe(), o.describe())))
+	}
+	out = append(out, compareLimit(o, n, "max_per_run", o.perRun, n.perRun)...)
+	out = append(out, compareLimit(o, n, "max_per_hour", o.perHour, n.perHour)...)
+	if o.spec.Condition != n.spec.Condition || o.spec.Target.Type != n.spec.Target.Type || o.spec.Target.Pattern != n.spec.Target.Pattern ||
+		!reflect.DeepEqual(o.equal, n.equal) || !reflect.DeepEqual(o.pol.spec.Scope, n.pol.spec.Scope) || !reflect.DeepEqual(o.pol.spec.Phases, n.pol.spec.Phases) {
+		if ne != "" {
+			out = append(out, n.change(Changes, "its condition, target or scope changed: it may apply to other calls"))
+		}
+	}
+	return out
+}
+
+func compareLimit(o, n *compiledRule, name string, was, now int64) []Change {
+	if was == now {
+		return nil
+	}
+	dir := Narrows
+	switch {
+	case now < 0: // the limit is gone
+		dir = Widens
+	case was >= 0 && now > was:
+		dir = Widens
+	}
+	return []Change{n.change(dir, fmt.Sprintf("%s %s → %s", name, limitText(was), limitText(now)))}
+}
+
+func limitText(n int64) string {
+	if n < 0 {
+		return "none"
+	}
+	return fmt.Sprint(n)
+}
+
+func (r *compiledRule) describe() string {
+	return r.spec.Action + " under " + r.pol.spec.Enforcement.Mode
+}
+
+func defaultRank(d string) int {
+	switch d {
+	case DefaultDeny:
+		return 2
+	case DefaultSideEffects:
+		return 1
+	}
+	return 0
+}
