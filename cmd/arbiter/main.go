@@ -32,6 +32,7 @@ func init() {
 		{"watch", "[--durable NAME]", "print approval events as they happen", runWatch},
 		{"start", "--agent NAME [--input JSON] [--id RUN]", "start a run and nudge the fleet to drive it", runStart},
 		{"cancel", "RUN [--reason R]", "cancel a run", runCancel},
+		{"policy", "check|test|diff FILE…", "check, test and diff rules files (exit 1 on a failed case or a widening diff)", runPolicy},
 		{"keygen", "--out FILE", "create an operator key (an nkeys user seed) and print its public key", runKeygen},
 	}
 }
