@@ -10,6 +10,7 @@ import (
 	"github.com/arbiter-run/arbiter/driver"
 	"github.com/arbiter-run/arbiter/events"
 	"github.com/arbiter-run/arbiter/policy"
+	"github.com/arbiter-run/arbiter/rules"
 	"github.com/arbiter-run/arbiter/scripted"
 	"github.com/arbiter-run/arbiter/toolbox"
 	"go.yaml.in/yaml/v3"
@@ -47,10 +48,13 @@ type ToolConfig struct {
 	Timeout string `yaml:"timeout"`
 }
 
-// PolicyConfig is the built-in side-effect policy.
+// PolicyConfig is the built-in side-effect policy, and optionally a rules
+// file combined with it (every rule and the mapping are asked; deny wins).
 type PolicyConfig struct {
 	ID          string            `yaml:"id"`
 	SideEffects map[string]string `yaml:"side_effects"`
+	// Rules is the path of a rules file (see docs/rules.schema.json).
+	Rules string `yaml:"rules"`
 }
 
 // LimitsConfig is events.Limits in the file.
@@ -154,7 +158,15 @@ func (c Config) policy() (policy.Policy, error) {
 		b, _ := json.Marshal(p)
 		id = "side-effects " + string(b)
 	}
-	return policy.WithID(p, id), nil
+	base := policy.WithID(p, id)
+	if c.Policy.Rules == "" {
+		return base, nil
+	}
+	rp, err := rules.Load(c.Policy.Rules)
+	if err != nil {
+		return nil, fmt.Errorf("policy.rules: %w", err)
+	}
+	return policy.Compose(base, rp)
 }
 
 func (c Config) operators(extra []string) (approvals.Operators, error) {

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/arbiter-run/arbiter/policy"
+	"github.com/arbiter-run/arbiter/rules"
 	"github.com/arbiter-run/arbiter/toolbox"
 )
 
@@ -112,5 +113,41 @@ func TestConfig_RefusalsNameTheMistake(t *testing.T) {
 	}
 	if _, err := loadConfig(filepath.Join(t.TempDir(), "missing.yaml")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("missing file: got %v, want os.ErrNotExist", err)
+	}
+}
+
+func TestConfig_RulesFileComposedWithSideEffects(t *testing.T) {
+	path := writeConfig(t, "policy:\n  rules: ../../examples/policies/refund-limit.yaml\n")
+	c, err := loadConfig(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := c.policy()
+	if err != nil {
+		t.Fatal(err)
+	}
+	comp, ok := p.(*policy.Composed)
+	if !ok {
+		t.Fatalf("policy is %T, want a *policy.Composed", p)
+	}
+	ids := comp.Members()
+	if len(ids) != 2 || !strings.HasPrefix(ids[0], "side-effects ") || !strings.HasPrefix(ids[1], "rules sha256:") {
+		t.Errorf("members %v, want the side-effect policy and the rules file", ids)
+	}
+}
+
+func TestConfig_BadRulesFileNamesIt(t *testing.T) {
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	if err := os.WriteFile(bad, []byte("version: 1\npolicies: [{id: p}]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c, err := loadConfig(writeConfig(t, "policy:\n  rules: "+bad+"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.policy()
+	var le *rules.LoadError
+	if !errors.As(err, &le) || le.File != bad || le.Line != 2 {
+		t.Errorf("policy() = %v, want a LoadError at %s:2", err, bad)
 	}
 }
