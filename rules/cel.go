@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"cel.dev/cel-go/cel"
+	"cel.dev/cel-go/common/cost"
 	"cel.dev/cel-go/ext"
 )
 
@@ -52,9 +53,28 @@ func compileCondition(src string) (cel.Program, error) {
 	if t := ast.OutputType(); !t.IsExactType(cel.BoolType) && !t.IsExactType(cel.DynType) {
 		return nil, fmt.Errorf("yields %s, want bool", t)
 	}
-	prg, err := celEnv.Program(ast, cel.CostLimit(CostLimit), cel.EvalOptions(cel.OptOptimize))
+	// A condition whose worst case is bounded below the limit (no
+	// comprehension, no operation over a string or list of unknown size)
+	// cannot run over it: it is run without tracking its cost, which would
+	// double the price of a cheap condition. Any other is tracked, and
+	// stopped at the limit.
+	opts := []cel.ProgramOption{cel.EvalOptions(cel.OptOptimize)}
+	if est, err := celEnv.EstimateCost(ast, unknownSizes{}); err != nil || est.Max > CostLimit {
+		opts = append(opts, cel.CostLimit(CostLimit))
+	}
+	prg, err := celEnv.Program(ast, opts...)
 	if err != nil {
 		return nil, err
 	}
 	return prg, nil
+}
+
+// unknownSizes leaves every size and call to CEL's own worst-case model:
+// nothing is known about the inputs.
+type unknownSizes struct{}
+
+func (unknownSizes) EstimateSize(cost.AstNode) *cost.SizeEstimate { return nil }
+
+func (unknownSizes) EstimateCallCost(string, string, *cost.AstNode, []cost.AstNode) *cost.CallEstimate {
+	return nil
 }

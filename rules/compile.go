@@ -44,6 +44,8 @@ type compiledRule struct {
 	// perRun and perHour bound calls counted in the run's view (-1: none).
 	perRun, perHour int64
 	at              pos
+	// reason is what the rule's results say: its id, reason and message.
+	reason string
 }
 
 // Parse compiles the rules file data (YAML or JSON), named name in errors.
@@ -145,6 +147,7 @@ func compileRule(cp *compiledPolicy, rs RuleSpec, ptr string, fail func(string, 
 			r.equal[k] = v
 		}
 	}
+	r.reason = r.id + r.suffix()
 	if rs.Condition != "" {
 		prg, err := compileCondition(rs.Condition)
 		if err != nil {

@@ -180,9 +180,7 @@ func (r *compiledRule) apply(ev *evaluation) (verdict, bool) {
 		part: events.PolicyPart{ID: r.id, Outcome: string(outcome), Reason: reason, Code: r.spec.Code, Mode: mode}}, true
 }
 
-func (r *compiledRule) reasonText() string {
-	return r.id + r.suffix()
-}
+func (r *compiledRule) reasonText() string { return r.reason }
 
 func (r *compiledRule) suffix() string {
 	var b strings.Builder
