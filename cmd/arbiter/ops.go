@@ -334,10 +334,12 @@ func runWatch(ctx context.Context, args []string, out io.Writer) error {
 
 func runStart(ctx context.Context, args []string, out io.Writer) error {
 	var agent, input, id string
+	var who actorFlags
 	c, _, err := setup(ctx, "start", args, func(fs *flag.FlagSet) {
 		fs.StringVar(&agent, "agent", "", "the agent that drives the run (a name in the workers' config)")
 		fs.StringVar(&input, "input", "", "the run's input, as JSON")
 		fs.StringVar(&id, "id", "", "run id (default: a new ULID)")
+		who.register(fs)
 	})
 	if err != nil {
 		return err
@@ -349,7 +351,11 @@ func runStart(ctx context.Context, args []string, out io.Writer) error {
 	if id == "" {
 		id = events.NewID()
 	}
-	body := events.RunCreatedBody{Agent: agent}
+	actor, err := who.actor()
+	if err != nil {
+		return err
+	}
+	body := events.RunCreatedBody{Agent: agent, Actor: actor, Surface: who.surface}
 	if input != "" {
 		body.Input = json.RawMessage(input)
 	}
