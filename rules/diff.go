@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
+
+	"github.com/arbiter-run/arbiter/events"
 )
 
 // Directions of a [Change].
@@ -232,4 +234,24 @@ func defaultRank(d string) int {
 		return 1
 	}
 	return 0
+}
+
+// Targets reports whether rule id ("policy/rule") of p could apply to a
+// call of the tool spec: its policy's scope admits it and its target
+// matches what the spec declares (a resource target: any spec that names a
+// resource). Conditions and attributes are not considered.
+func (p *Policy) Targets(id string, t events.ToolSpec) bool {
+	for _, r := range p.rules {
+		if r.id != id {
+			continue
+		}
+		if !r.pol.inScope(&t) {
+			return false
+		}
+		if r.spec.Target.Type == TargetResource {
+			return t.Resource != ""
+		}
+		return r.limitTargets(&t)
+	}
+	return false
 }
