@@ -159,3 +159,35 @@ func TestCompose_MemberErrorFailsClosed(t *testing.T) {
 		t.Errorf("error %v, want it to wrap the member's", err)
 	}
 }
+
+// hider is a member that hides one tool.
+type hider struct {
+	fixed
+	hide string
+}
+
+func (h hider) Visible(t events.ToolSpec, _ projector.View) bool { return t.Name != h.hide }
+
+func TestCompose_VisibleOnlyWhenEveryMemberShows(t *testing.T) {
+	var n int
+	c, err := policy.Compose(member("a", policy.Allow, &n), policy.WithID(hider{fixed: fixed{calls: &n}, hide: "x"}, "h"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// WithID hides the member's Visible: wrap a Discoverer that names itself.
+	if policy.Visible(c, events.ToolSpec{Name: "x"}, projector.View{}) != true {
+		t.Error("a member wrapped by WithID lost its Visible, want it shown (WithID keeps only Evaluate)")
+	}
+	named := namedHider{hider{fixed: fixed{calls: &n}, hide: "x"}}
+	c, _ = policy.Compose(member("a", policy.Allow, &n), named)
+	if policy.Visible(c, events.ToolSpec{Name: "x"}, projector.View{}) || !policy.Visible(c, events.ToolSpec{Name: "y"}, projector.View{}) {
+		t.Error("composed visibility: want x hidden by the member, y shown")
+	}
+	if !policy.Visible(policy.DefaultSideEffects(), events.ToolSpec{Name: "x"}, projector.View{}) {
+		t.Error("a policy that is no Discoverer hides a tool")
+	}
+}
+
+type namedHider struct{ hider }
+
+func (namedHider) PolicyID() string { return "named hider" }
