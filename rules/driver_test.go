@@ -262,3 +262,53 @@ func (s *stopAfter) Execute(ctx context.Context, args json.RawMessage) (string, 
 	}
 	return out, err
 }
+
+// TestDriver_DiscoveryHidesTools: mcp-read-only runs in the discovery
+// phase too. Over MCP the agent is shown the read only, and a request for a
+// hidden tool is refused like an unknown tool (recorded, nothing run); over
+// the API it is shown everything.
+func TestDriver_DiscoveryHidesTools(t *testing.T) {
+	js := testkit.JetStream(t)
+	log := js.Log(t, events.Config{})
+	get := testkit.NewLedger("orders_get", events.ReadOnly, testkit.AnyObject)
+	refund := testkit.NewLedger("orders_refund", events.LocalMutation, testkit.AnyObject)
+	d := newDriver(t, log, withSideEffects(t, "mcp-read-only"), nil, get, refund)
+	shown := func(in driver.StepInput) string {
+		var names []string
+		for _, tl := range in.Tools {
+			names = append(names, tl.Name)
+		}
+		return strings.Join(names, ",")
+	}
+	for _, tt := range []struct {
+		surface, shown, refund string
+	}{
+		{"mcp", "orders_get", "orders_refund unknown_tool"},
+		{"api", "orders_get,orders_refund", "orders_refund allow result"},
+	} {
+		r, err := d.CreateAs(t.Context(), "over-"+tt.surface, "script", nil, nil, tt.surface)
+		if err != nil {
+			t.Fatal(err)
+		}
+		agent := testkit.NewScript(testkit.Call("orders_get", `{}`), testkit.Call("orders_refund", `{"amount":5}`))
+		if err := d.Drive(t.Context(), r, agent); err != nil {
+			t.Fatal(err)
+		}
+		if got := steps(r); len(got) < 2 || got[0] != "orders_get allow result" || got[1] != tt.refund {
+			t.Errorf("%s: steps %q, want the read allowed and then %q", tt.surface, got, tt.refund)
+		}
+		ins := agent.Inputs()
+		if len(ins) == 0 || shown(ins[0]) != tt.shown {
+			t.Errorf("%s: the agent was shown %q, want %q", tt.surface, shown(ins[0]), tt.shown)
+		}
+		if tt.surface == "mcp" {
+			v := r.View()
+			if o := v.Step(2).Observation; o == nil || !strings.Contains(o.Content, `no tool named "orders_refund" (tools: orders_get)`) {
+				t.Errorf("mcp: observation %+v, want the unknown-tool refusal listing only what is shown", o)
+			}
+		}
+	}
+	if refund.Count() != 1 {
+		t.Errorf("orders_refund ran %d times, want once (over the API)", refund.Count())
+	}
+}

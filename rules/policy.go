@@ -356,6 +356,9 @@ type evaluation struct {
 	args, tool, run, actor any
 	haveArgs, haveTool     bool
 	haveRun, haveActor     bool
+	// phase is PhaseDiscovery when asked which tools to show; "" is
+	// invocation.
+	phase string
 }
 
 var _ interpreter.Activation = (*evaluation)(nil)
@@ -430,6 +433,10 @@ func nonNil(s []string) []string {
 
 func runValue(ev *evaluation) map[string]any {
 	v := ev.view
+	phase := ev.phase
+	if phase == "" {
+		phase = PhaseInvocation
+	}
 	calls := map[string]int64{}
 	failures := int64(0)
 	for i := 0; i < v.Steps.Len(); i++ {
@@ -459,6 +466,7 @@ func runValue(ev *evaluation) map[string]any {
 		"id": v.Run.ID, "step": int64(ev.req.Step), "steps": int64(v.Run.Steps), "input": input,
 		"calls": calls, "failures": failures, "failures_in_row": int64(v.Run.FailuresInRow),
 		"approvals": approvals, "time": ev.stepTime(), "surface": v.Run.Surface, "agent": v.Run.Agent,
+		"phase": phase,
 	}
 }
 
@@ -475,4 +483,37 @@ func actorValue(a *events.Actor) map[string]any {
 		attrs = map[string]string{}
 	}
 	return map[string]any{"id": a.ID, "role": role, "roles": nonNil(a.Roles), "attributes": attrs}
+}
+
+var _ policy.Discoverer = (*Policy)(nil)
+
+// Visible is the discovery phase: a tool is hidden when a rule of an
+// enabled policy whose phases include discovery, in scope, targets it (by
+// name, data or operation: a resource is an argument, and there are no
+// arguments yet), has its condition hold, and would refuse it (deny or
+// abort under block). Conditions see args as {} and run.phase as
+// "discovery"; one that fails to evaluate hides the tool (fail closed).
+func (p *Policy) Visible(tool events.ToolSpec, view projector.View) bool {
+	req := policy.Request{Run: view.Run.ID, Step: view.Run.Steps + 1, Tool: tool, Args: json.RawMessage(`{}`)}
+	ev := evaluation{req: &req, view: &view, phase: PhaseDiscovery}
+	for _, r := range p.rules {
+		cp := r.pol
+		if !cp.spec.On() || !cp.spec.HasPhase(PhaseDiscovery) || !cp.inScope(&tool) {
+			continue
+		}
+		if cp.spec.Enforcement.Mode != ModeBlock || r.spec.Action != "deny" || r.perRun >= 0 || r.perHour >= 0 {
+			continue
+		}
+		if r.spec.Target.Type == TargetResource || !r.limitTargets(&tool) || len(r.equal) > 0 {
+			continue
+		}
+		if r.cond != nil {
+			holds, err := r.holds(&ev)
+			if err == nil && !holds {
+				continue
+			}
+		}
+		return false
+	}
+	return true
 }

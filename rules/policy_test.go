@@ -300,3 +300,44 @@ policies:
 		}
 	}
 }
+
+func TestPolicy_VisibleHidesByDiscoveryRules(t *testing.T) {
+	doc := `version: 1
+policies:
+  - id: hide
+    type: tool_access
+    phases: [discovery, invocation]
+    rules:
+      - {id: secret, action: deny, target: {type: data, pattern: "secret.*"}, condition: "user.role != 'admin' && run.phase == 'discovery'"}
+      - {id: broken, action: deny, target: {type: tool, pattern: odd}, condition: "args.x > 1"}
+  - id: confirm-only
+    type: confirmation_required
+    phases: [discovery]
+    rules: [{id: c, action: deny, target: {type: tool, pattern: "*"}}]
+    enforcement: {mode: confirm}
+  - id: invocation-only
+    type: tool_access
+    rules: [{id: i, action: deny, target: {type: tool, pattern: plain}}]
+    enforcement: {mode: block}
+`
+	doc = strings.Replace(doc, "      - {id: broken", "      - {id: broken", 1)
+	doc = strings.Replace(doc, "  - id: confirm-only", "    enforcement: {mode: block}\n  - id: confirm-only", 1)
+	p := mustParse(t, doc)
+	admin := &events.Actor{ID: "a", Roles: []string{"admin"}}
+	tests := []struct {
+		tool  events.ToolSpec
+		actor *events.Actor
+		want  bool
+	}{
+		{events.ToolSpec{Name: "vault", SideEffect: events.ReadOnly, Data: []string{"secret.keys"}}, nil, false},
+		{events.ToolSpec{Name: "vault", SideEffect: events.ReadOnly, Data: []string{"secret.keys"}}, admin, true},
+		{events.ToolSpec{Name: "odd", SideEffect: events.ReadOnly}, nil, false},  // the condition fails on {}: hidden
+		{events.ToolSpec{Name: "plain", SideEffect: events.ReadOnly}, nil, true}, // invocation only
+	}
+	for _, tt := range tests {
+		_, v := request(tt.tool, `{}`, tt.actor, time.Time{})
+		if got := p.Visible(tt.tool, v); got != tt.want {
+			t.Errorf("%s for %v: visible %v, want %v", tt.tool.Name, tt.actor, got, tt.want)
+		}
+	}
+}
