@@ -29,7 +29,7 @@ func appendBody(dst []byte, body any) ([]byte, bool) {
 		dst = appendOmit(dst, `,"reason":`, b.Reason)
 		return append(dst, '}'), true
 	case PolicyBody:
-		if b.Approval != nil {
+		if b.Approval != nil || b.Parts != nil || b.Shadow != nil {
 			return dst, false
 		}
 		dst = append(dst, `{"step":`...)

@@ -52,6 +52,12 @@ func TestBodyJSON_SameAsEncodingJSON(t *testing.T) {
 			if rapid.Bool().Draw(t, "approval") {
 				b.Approval = &ApprovalRequest{ID: "a1", Kind: drawText(t, "approval_kind"), Hash: "h"}
 			}
+			if rapid.Bool().Draw(t, "parts") {
+				b.Parts = []PolicyPart{{ID: drawText(t, "part_id"), Outcome: "deny", Reason: drawText(t, "part_reason")}}
+			}
+			if rapid.Bool().Draw(t, "shadow") {
+				b.Shadow = &ShadowBody{PolicyID: drawText(t, "shadow_id"), Outcome: "allow"}
+			}
 			body = b
 		default:
 			body = ObservedBody{
