@@ -152,6 +152,20 @@ type PolicyBody struct {
 	// Parts is what made up the outcome, for a composed or rules policy:
 	// each member's (or rule's) id, outcome and reason, in the policy's order.
 	Parts []PolicyPart `json:"parts,omitempty"`
+	// Shadow is what a candidate policy, run beside the enforcing one and
+	// never enforced, answered for the same request.
+	Shadow *ShadowBody `json:"shadow,omitempty"`
+}
+
+// ShadowBody is a shadow policy's answer, recorded and never acted on.
+type ShadowBody struct {
+	PolicyID string `json:"policy_id"`
+	// Outcome is one of the four, or [OutcomeError] when the candidate
+	// failed (its error in Reason).
+	Outcome      string       `json:"outcome"`
+	Reason       string       `json:"reason,omitempty"`
+	ApprovalKind string       `json:"approval_kind,omitempty"`
+	Parts        []PolicyPart `json:"parts,omitempty"`
 }
 
 // PolicyPart is one member's or rule's share of a recorded policy result.
