@@ -246,6 +246,11 @@ func (a Approval) clone() Approval {
 func clonePolicy(p events.PolicyBody) events.PolicyBody {
 	p.Args = cloneRaw(p.Args)
 	p.Parts = cloneSlice(p.Parts)
+	if p.Shadow != nil {
+		sh := *p.Shadow
+		sh.Parts = cloneSlice(sh.Parts)
+		p.Shadow = &sh
+	}
 	if p.Approval != nil {
 		r := cloneRequest(*p.Approval)
 		p.Approval = &r
