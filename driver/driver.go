@@ -29,6 +29,10 @@ type Config struct {
 	Log *events.Log
 	// Policy decides every request. Required.
 	Policy policy.Policy
+	// Shadow, when set, is a candidate policy asked beside Policy on every
+	// evaluation: its answer is recorded with the result and never acted
+	// on (shadow mode). Its error is recorded, not raised.
+	Shadow policy.Policy
 	// Tools the agent may request. Names must be unique.
 	Tools []Tool
 	// Limits for runs this driver creates. A zero field takes the default in

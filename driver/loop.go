@@ -244,6 +244,9 @@ func (d *Driver) judge(ctx context.Context, run string, v *projector.View, n int
 	req := policy.Request{Run: run, Step: n, Tool: ct.Record, Args: args}
 	dec, evalErr := d.policy.Evaluate(ctx, req.Copy(), v.Clone())
 	k, body, exec := d.plan(req, dec, evalErr, grant)
+	if d.cfg.Shadow != nil {
+		body = d.shadow(ctx, req, v, body)
+	}
 	rec, err := d.prepare(run, k, body)
 	return judgement{rec: rec, exec: exec, req: req, err: err}
 }
