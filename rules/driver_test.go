@@ -102,7 +102,13 @@ func TestDriver_RefundLimitThroughTheRealLoop(t *testing.T) {
 	if a == nil || a.Kind != "manager" || v.Run.Status != projector.Waiting {
 		t.Fatalf("run %s, approval %+v: want waiting on a manager", v.Run.Status, a)
 	}
-	denied := v.Step(2).Policy
+	// What was stored, read back, not the driver's own fold.
+	stored, err := d.Load(t.Context(), r.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sv := stored.View()
+	denied := sv.Step(2).Policy
 	if !strings.Contains(denied.Reason, "REFUND") && !strings.Contains(denied.Reason, "refund-too-large/too-large") {
 		t.Errorf("deny reason %q does not name the rule", denied.Reason)
 	}
