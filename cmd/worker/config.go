@@ -55,6 +55,9 @@ type PolicyConfig struct {
 	SideEffects map[string]string `yaml:"side_effects"`
 	// Rules is the path of a rules file (see docs/rules.schema.json).
 	Rules string `yaml:"rules"`
+	// Shadow is the path of a candidate rules file run in shadow mode: its
+	// answer is recorded on every step and never enforced (arbiter shadow).
+	Shadow string `yaml:"shadow"`
 }
 
 // LimitsConfig is events.Limits in the file.
@@ -167,6 +170,18 @@ func (c Config) policy() (policy.Policy, error) {
 		return nil, fmt.Errorf("policy.rules: %w", err)
 	}
 	return policy.Compose(base, rp)
+}
+
+// shadow is the candidate policy of policy.shadow, or nil.
+func (c Config) shadow() (policy.Policy, error) {
+	if c.Policy.Shadow == "" {
+		return nil, nil
+	}
+	p, err := rules.Load(c.Policy.Shadow)
+	if err != nil {
+		return nil, fmt.Errorf("policy.shadow: %w", err)
+	}
+	return p, nil
 }
 
 func (c Config) operators(extra []string) (approvals.Operators, error) {

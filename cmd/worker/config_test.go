@@ -151,3 +151,28 @@ func TestConfig_BadRulesFileNamesIt(t *testing.T) {
 		t.Errorf("policy() = %v, want a LoadError at %s:2", err, bad)
 	}
 }
+
+func TestConfig_ShadowRulesFile(t *testing.T) {
+	c, err := loadConfig(writeConfig(t, "policy:\n  shadow: ../../examples/policies/refund-limit.yaml\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := c.shadow()
+	if err != nil || !strings.HasPrefix(policy.ID(p), "rules sha256:") {
+		t.Fatalf("shadow() = %v, %v; want the rules file", p, err)
+	}
+	none, err := loadConfig("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, err := none.shadow(); p != nil || err != nil {
+		t.Errorf("no shadow configured: %v, %v", p, err)
+	}
+	bad, err := loadConfig(writeConfig(t, "policy:\n  shadow: /nonexistent/rules.yaml\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bad.shadow(); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("missing shadow file: %v, want ErrNotExist", err)
+	}
+}

@@ -164,6 +164,10 @@ func buildDriver(cfg Config, f flags, log *events.Log, logger *slog.Logger) (*dr
 	if err != nil {
 		return nil, err
 	}
+	shadow, err := cfg.shadow()
+	if err != nil {
+		return nil, err
+	}
 	ops, err := cfg.operators(f.operators)
 	if err != nil {
 		return nil, err
@@ -180,7 +184,7 @@ func buildDriver(cfg Config, f flags, log *events.Log, logger *slog.Logger) (*dr
 		return nil, err
 	}
 	return driver.New(driver.Config{
-		Log: log, Policy: p, Tools: tools, Limits: limits, ApprovalTTL: ttl, Operators: ops, Logger: logger,
+		Log: log, Policy: p, Shadow: shadow, Tools: tools, Limits: limits, ApprovalTTL: ttl, Operators: ops, Logger: logger,
 	})
 }
 
