@@ -33,6 +33,7 @@ func init() {
 		{"start", "--agent NAME [--input JSON] [--actor ID --role R]", "start a run and nudge the fleet to drive it", runStart},
 		{"cancel", "RUN [--reason R]", "cancel a run", runCancel},
 		{"policy", "check|test|diff FILE…", "check, test and diff rules files (exit 1 on a failed case or a widening diff)", runPolicy},
+		{"shadow", "RUN | --since TIME", "report where the shadow policy would have decided differently (exit 1 if it widens)", runShadow},
 		{"keygen", "--out FILE", "create an operator key (an nkeys user seed) and print its public key", runKeygen},
 	}
 }
