@@ -178,6 +178,10 @@ type PolicyPart struct {
 	// Mode is how a rule was enforced (block, confirm, warn, audit); a warn
 	// or audit part is recorded and decided nothing.
 	Mode string `json:"mode,omitempty"`
+	// Window names the fleet-wide counter a rate rule read, and Count what
+	// it held before this call: the reading a replay re-checks against.
+	Window string `json:"window,omitempty"`
+	Count  int64  `json:"count,omitempty"`
 }
 
 // Observation kinds.
