@@ -95,7 +95,7 @@ func (c *checker) recheck(ctx context.Context, st *runState, e events.Event, seq
 		notCheckable(res, SpecNotRecorded, fmt.Sprintf("tool spec %s not recorded", short(b.ToolHash)))
 	default:
 		req := policy.Request{Run: e.Run, Step: b.Step, Tool: spec, Args: b.Args}
-		rep := c.replay(ctx, req, policyView(st.view))
+		rep := c.replay(policy.WithRecorded(ctx, b), req, policyView(st.view))
 		res.Replayed = &rep
 		res.Verdict, res.Change = compare(res.Recorded, rep, grantHash)
 	}
