@@ -41,8 +41,10 @@ type compiledRule struct {
 	glob  glob
 	cond  cel.Program
 	equal map[string]any // attributes the arguments must match
-	// perRun and perHour bound calls counted in the run's view (-1: none).
+	// perRun and perHour bound calls counted in the run's view (-1: none);
+	// with fleet, perHour is counted across runs in a [Windows] counter.
 	perRun, perHour int64
+	fleet           bool
 	at              pos
 	// reason is what the rule's results say: its id, reason and message.
 	reason string
@@ -136,16 +138,16 @@ func compileRule(cp *compiledPolicy, rs RuleSpec, ptr string, fail func(string, 
 				r.perHour = int64(n)
 			}
 		case AttrPer:
-			if v == "fleet" {
-				return nil, fail(ptr+"/target/attributes/per", ErrInvalid,
-					"rule %q: per: fleet (windows across runs) is not supported by this build; use per: run", r.id)
-			}
+			r.fleet = v == "fleet"
 		default:
 			if r.equal == nil {
 				r.equal = map[string]any{}
 			}
 			r.equal[k] = v
 		}
+	}
+	if r.fleet && r.perHour < 0 {
+		return nil, fail(ptr+"/target/attributes/per", ErrInvalid, "rule %q: per: fleet needs max_per_hour (windows across runs are hourly)", r.id)
 	}
 	r.reason = r.id + r.suffix()
 	if rs.Condition != "" {

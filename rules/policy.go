@@ -26,6 +26,15 @@ type Policy struct {
 	rules    []*compiledRule   // every rule, in priority order
 	defName  string
 	def      policy.Policy // nil for deny or allow
+	windows  Windows       // fleet-wide counters; nil: none configured
+}
+
+// WithWindows returns p counting its per: fleet rules in w. The id is p's:
+// where calls are counted is not part of what the file says.
+func (p *Policy) WithWindows(w Windows) *Policy {
+	c := *p
+	c.windows = w
+	return &c
 }
 
 var _ policy.IdentifiedPolicy = (*Policy)(nil)
@@ -53,7 +62,7 @@ func (p *Policy) Default() string { return p.defName }
 // decided. A condition that fails to evaluate denies (recorded with its
 // error): the policy fails closed.
 func (p *Policy) Evaluate(ctx context.Context, req policy.Request, view projector.View) (policy.Decision, error) {
-	ev := evaluation{req: &req, view: &view}
+	ev := evaluation{ctx: ctx, req: &req, view: &view, windows: p.windows}
 	var parts []events.PolicyPart
 	var win *verdict
 	var confirm *verdict
@@ -152,13 +161,24 @@ func (r *compiledRule) apply(ev *evaluation) (verdict, bool) {
 	outcome := policy.Allow
 	reason := r.reasonText()
 	limited := r.perRun >= 0 || r.perHour >= 0
+	var window string
+	var reading int64
 	if limited {
 		over, count := r.overLimit(ev)
+		if !over && r.fleet {
+			var err error
+			over, count, window, reading, err = r.fleetWindow(ev)
+			if err != nil {
+				reason := fmt.Sprintf("%s: fleet window failed (denied): %v", r.id, err)
+				return verdict{rule: r, outcome: policy.Deny, reason: reason, decides: true,
+					part: events.PolicyPart{ID: r.id, Outcome: string(policy.Deny), Reason: reason, Code: "WINDOW_ERROR", Mode: ModeBlock}}, true
+			}
+		}
 		if !over {
 			// Within its limit a rate rule decides nothing: it limits, it
 			// never grants.
 			return verdict{rule: r, outcome: policy.Allow, reason: reason,
-				part: events.PolicyPart{ID: r.id, Outcome: string(policy.Allow), Reason: r.id + ": within limit (" + count + ")", Code: r.spec.Code, Mode: mode}}, true
+				part: events.PolicyPart{ID: r.id, Outcome: string(policy.Allow), Reason: r.id + ": within limit (" + count + ")", Code: r.spec.Code, Mode: mode, Window: window, Count: reading}}, true
 		}
 		reason = r.id + ": limit reached (" + count + ")" + r.suffix()
 		outcome = policy.Deny
@@ -177,7 +197,7 @@ func (r *compiledRule) apply(ev *evaluation) (verdict, bool) {
 		}
 	}
 	return verdict{rule: r, outcome: outcome, reason: reason, decides: decides,
-		part: events.PolicyPart{ID: r.id, Outcome: string(outcome), Reason: reason, Code: r.spec.Code, Mode: mode}}, true
+		part: events.PolicyPart{ID: r.id, Outcome: string(outcome), Reason: reason, Code: r.spec.Code, Mode: mode, Window: window, Count: reading}}, true
 }
 
 func (r *compiledRule) reasonText() string { return r.reason }
@@ -292,6 +312,8 @@ func (r *compiledRule) overLimit(ev *evaluation) (bool, string) {
 	switch {
 	case r.perRun >= 0 && inRun >= r.perRun:
 		return true, fmt.Sprintf("%d of %d calls in this run", inRun, r.perRun)
+	case r.fleet:
+		return false, fmt.Sprintf("%d of %d calls in this run", inRun, r.perRun)
 	case r.perHour >= 0 && inHour >= r.perHour:
 		return true, fmt.Sprintf("%d of %d calls in the hour", inHour, r.perHour)
 	case r.perHour >= 0:
@@ -350,8 +372,10 @@ func (r *compiledRule) approval(req policy.Request) (*policy.Approval, error) {
 // evaluation is one request's variables, built when a condition first asks
 // for them. It is the CEL activation.
 type evaluation struct {
-	req  *policy.Request
-	view *projector.View
+	ctx     context.Context
+	req     *policy.Request
+	view    *projector.View
+	windows Windows
 
 	args, tool, run, actor any
 	haveArgs, haveTool     bool
