@@ -22,6 +22,7 @@ type Subjects struct {
 	Shards     int    // default 1
 	WorkPrefix string // default "arb.work"
 	KVBucket   string // default "ARB_VIEWS"
+	RateBucket string // the fleet-wide rate windows of rules files, default "ARB_RATES"
 }
 
 func (s Subjects) withDefaults() Subjects {
@@ -39,6 +40,9 @@ func (s Subjects) withDefaults() Subjects {
 	}
 	if s.KVBucket == "" {
 		s.KVBucket = "ARB_VIEWS"
+	}
+	if s.RateBucket == "" {
+		s.RateBucket = "ARB_RATES"
 	}
 	return s
 }
@@ -59,7 +63,7 @@ func WorkerPermissions(s Subjects) *server.Permissions {
 	s = s.withDefaults()
 	return &server.Permissions{
 		Publish: &server.SubjectPermission{
-			Allow: []string{s.RunPrefix + ".>", s.WorkPrefix + ".>", "$JS.API.>", "$JS.ACK.>", "$KV." + s.KVBucket + ".>"},
+			Allow: []string{s.RunPrefix + ".>", s.WorkPrefix + ".>", "$JS.API.>", "$JS.ACK.>", "$KV." + s.KVBucket + ".>", "$KV." + s.RateBucket + ".>"},
 			Deny:  decisionSubjects(s),
 		},
 		Subscribe: &server.SubjectPermission{Allow: []string{WorkerInbox + ".>"}},
