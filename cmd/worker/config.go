@@ -55,6 +55,10 @@ type PolicyConfig struct {
 	SideEffects map[string]string `yaml:"side_effects"`
 	// Rules is the path of a rules file (see docs/rules.schema.json).
 	Rules string `yaml:"rules"`
+	// RateBucket is the KV bucket of the rules file's fleet-wide windows
+	// (per: fleet); default ARB_RATES, the one the embedded server and
+	// docs/nats-server.conf let the worker user write.
+	RateBucket string `yaml:"rate_bucket"`
 	// Shadow is the path of a candidate rules file run in shadow mode: its
 	// answer is recorded on every step and never enforced (arbiter shadow).
 	Shadow string `yaml:"shadow"`
@@ -145,7 +149,11 @@ func (c Config) tools(sandbox string) ([]driver.Tool, error) {
 	return out, nil
 }
 
-func (c Config) policy() (policy.Policy, error) {
+func (c Config) policy() (policy.Policy, error) { return c.policyWith(nil) }
+
+// policyWith is the configured policy, the rules file counting its
+// fleet-wide windows in w (nil: such rules fail closed).
+func (c Config) policyWith(w rules.Windows) (policy.Policy, error) {
 	p := policy.DefaultSideEffects()
 	if len(c.Policy.SideEffects) > 0 {
 		p = policy.SideEffectPolicy{}
@@ -168,6 +176,9 @@ func (c Config) policy() (policy.Policy, error) {
 	rp, err := rules.Load(c.Policy.Rules)
 	if err != nil {
 		return nil, fmt.Errorf("policy.rules: %w", err)
+	}
+	if w != nil {
+		rp = rp.WithWindows(w)
 	}
 	return policy.Compose(base, rp)
 }

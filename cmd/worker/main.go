@@ -29,6 +29,8 @@ import (
 	"github.com/arbiter-run/arbiter/events"
 	"github.com/arbiter-run/arbiter/fleet"
 	"github.com/arbiter-run/arbiter/internal/natsflags"
+	"github.com/arbiter-run/arbiter/rules"
+	"github.com/arbiter-run/arbiter/rules/kvwindows"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
@@ -160,7 +162,17 @@ func buildDriver(cfg Config, f flags, log *events.Log, logger *slog.Logger) (*dr
 	if err != nil {
 		return nil, err
 	}
-	p, err := cfg.policy()
+	var windows rules.Windows
+	if cfg.Policy.Rules != "" {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		w, err := kvwindows.Open(ctx, log.JetStream(), kvwindows.Config{Bucket: cfg.Policy.RateBucket, Replicas: cfg.Log.Replicas})
+		cancel()
+		if err != nil {
+			return nil, err
+		}
+		windows = w
+	}
+	p, err := cfg.policyWith(windows)
 	if err != nil {
 		return nil, err
 	}
