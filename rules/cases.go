@@ -52,7 +52,29 @@ type Case struct {
 	WantKind string `yaml:"want_kind"`
 	// WantCode is a code one of the applying rules must carry.
 	WantCode string `yaml:"want_code"`
-	line     int
+	// Window is how many calls every fleet-wide window (per: fleet) has
+	// already counted this hour, across the fleet.
+	Window int64 `yaml:"window"`
+	line   int
+}
+
+// caseWindows is a fleet counter for one case: every window starts at the
+// case's count.
+type caseWindows struct {
+	start  int64
+	counts map[string]int64
+}
+
+func (w *caseWindows) Take(_ context.Context, key string, max int64) (int64, bool, error) {
+	n, ok := w.counts[key]
+	if !ok {
+		n = w.start
+	}
+	if n >= max {
+		return n, false, nil
+	}
+	w.counts[key] = n + 1
+	return n, true, nil
 }
 
 // PastCall is an earlier call of the run: its tool, its outcome (default
@@ -132,7 +154,11 @@ func RunCases(ctx context.Context, p policy.Policy, c *Cases) ([]CaseResult, err
 		if err != nil {
 			return nil, fmt.Errorf("%w: case %q (line %d): %v", ErrCases, cs.Name, cs.line, err)
 		}
-		dec, err := p.Evaluate(ctx, req, view)
+		pp := p
+		if rp, ok := p.(*Policy); ok {
+			pp = rp.WithWindows(&caseWindows{start: cs.Window, counts: map[string]int64{}})
+		}
+		dec, err := pp.Evaluate(ctx, req, view)
 		res.Got = dec
 		switch {
 		case err != nil:

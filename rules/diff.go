@@ -190,6 +190,14 @@ func compareRules(o, n *compiledRule) []Change {
 		}
 		out = append(out, n.change(dir, fmt.Sprintf("now %s (was %s)", n.describe(), o.describe())))
 	}
+	if o.fleet != n.fleet && o.perHour >= 0 && n.perHour >= 0 {
+		// Counting across the fleet counts more calls than the run's own.
+		dir, what := Narrows, "per: run → per: fleet"
+		if o.fleet {
+			dir, what = Widens, "per: fleet → per: run"
+		}
+		out = append(out, n.change(dir, what))
+	}
 	out = append(out, compareLimit(o, n, "max_per_run", o.perRun, n.perRun)...)
 	out = append(out, compareLimit(o, n, "max_per_hour", o.perHour, n.perHour)...)
 	if o.spec.Condition != n.spec.Condition || o.spec.Target.Type != n.spec.Target.Type || o.spec.Target.Pattern != n.spec.Target.Pattern ||

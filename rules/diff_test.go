@@ -41,6 +41,7 @@ func TestDiff_Directions(t *testing.T) {
 		{"to confirm", strings.Replace(diffBase, "mode: block}\n  - id: limits", "mode: confirm}\n  - id: limits", 1),
 			[]string{"widens: guard/no-delete", "narrows: guard/ok-read"}},
 		{"limit raised", strings.Replace(diffBase, "max_per_hour: 10", "max_per_hour: 20", 1), []string{"widens: limits/gh (tool github_*; all tools): max_per_hour 10 → 20"}},
+		{"limit moved to the fleet", strings.Replace(diffBase, "max_per_hour: 10}", "max_per_hour: 10, per: fleet}", 1), []string{"narrows: limits/gh (tool github_*; all tools): per: run → per: fleet"}},
 		{"limit lowered", strings.Replace(diffBase, "max_per_hour: 10", "max_per_hour: 5", 1), []string{"narrows: limits/gh"}},
 		{"pattern changed", strings.Replace(diffBase, `"*_delete"`, `"*_remove"`, 1), []string{"changes: guard/no-delete"}},
 		{"deny added", strings.Replace(diffBase, "    enforcement: {mode: block}\n  - id: limits", "      - {id: no-drop, action: deny, target: {type: tool, pattern: \"db_drop*\"}}\n    enforcement: {mode: block}\n  - id: limits", 1),

@@ -341,3 +341,28 @@ policies:
 		}
 	}
 }
+
+// TestPolicy_RateLimitPerRunHour: max_per_hour per: run counts the run's
+// own calls let through in the hour before the step's recorded time.
+func TestPolicy_RateLimitPerRunHour(t *testing.T) {
+	p, err := rules.Load("testdata/per-run-hour.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases, err := rules.LoadCases("testdata/per-run-hour.cases.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := rules.RunCases(context.Background(), p, cases)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range res {
+		if r.Problem != "" {
+			t.Errorf("line %d %q: %s", r.Line, r.Name, r.Problem)
+		}
+	}
+	if len(res) != 7 {
+		t.Errorf("%d cases, want 7", len(res))
+	}
+}
