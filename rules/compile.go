@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"sync"
 
 	"cel.dev/cel-go/cel"
 	"github.com/arbiter-run/arbiter/jsonform"
@@ -69,7 +70,7 @@ func compile(name string, f *File, ps positions) (*Policy, error) {
 	if f.Default == "" {
 		f.Default = DefaultSideEffects
 	}
-	p := &Policy{name: name, file: f, defName: f.Default}
+	p := &Policy{name: name, file: f, defName: f.Default, toolCache: &sync.Map{}}
 	switch f.Default {
 	case DefaultSideEffects:
 		p.def = policy.DefaultSideEffects()

@@ -7,9 +7,11 @@ import (
 	"net/url"
 	"reflect"
 	"strings"
+	"sync"
 	"time"
 
 	"cel.dev/cel-go/common/types"
+	"cel.dev/cel-go/common/types/ref"
 	"cel.dev/cel-go/interpreter"
 	"github.com/arbiter-run/arbiter/events"
 	"github.com/arbiter-run/arbiter/policy"
@@ -27,6 +29,9 @@ type Policy struct {
 	defName  string
 	def      policy.Policy // nil for deny or allow
 	windows  Windows       // fleet-wide counters; nil: none configured
+	// toolCache holds tools as CEL values by spec hash (bounded by the
+	// specs a worker has: one per tool and version).
+	toolCache *sync.Map
 }
 
 // WithWindows returns p counting its per: fleet rules in w. The id is p's:
@@ -62,29 +67,29 @@ func (p *Policy) Default() string { return p.defName }
 // decided. A condition that fails to evaluate denies (recorded with its
 // error): the policy fails closed.
 func (p *Policy) Evaluate(ctx context.Context, req policy.Request, view projector.View) (policy.Decision, error) {
-	ev := evaluation{ctx: ctx, req: &req, view: &view, windows: p.windows}
+	ev := evaluation{ctx: ctx, req: &req, view: &view, windows: p.windows, tools: p.toolCache}
 	var parts []events.PolicyPart
-	var win *verdict
-	var confirm *verdict
+	var win, confirm verdict // the zero verdict has no rule
 	for _, r := range p.rules {
 		v, ok := r.apply(&ev)
 		if !ok {
 			continue
 		}
+		if parts == nil {
+			parts = make([]events.PolicyPart, 0, 8)
+		}
 		parts = append(parts, v.part)
 		if !v.decides {
 			continue
 		}
-		if win == nil || rank(v.outcome) > rank(win.outcome) {
-			vv := v
-			win = &vv
+		if win.rule == nil || rank(v.outcome) > rank(win.outcome) {
+			win = v
 		}
-		if v.outcome == policy.RequireApproval && confirm == nil {
-			vv := v
-			confirm = &vv
+		if v.outcome == policy.RequireApproval && confirm.rule == nil {
+			confirm = v
 		}
 	}
-	if win == nil {
+	if win.rule == nil {
 		dec, err := p.fallThrough(ctx, req, view)
 		if err != nil {
 			return policy.Decision{}, err
@@ -376,10 +381,13 @@ type evaluation struct {
 	req     *policy.Request
 	view    *projector.View
 	windows Windows
+	tools   *sync.Map // tool hash → CEL value, the policy's cache
 
-	args, tool, run, actor any
-	haveArgs, haveTool     bool
-	haveRun, haveActor     bool
+	args               any     // the decoded arguments
+	argsVal, tool      ref.Val // as CEL values, converted once
+	run, actor         ref.Val
+	haveArgs, haveTool bool
+	haveRun, haveActor bool
 	// phase is PhaseDiscovery when asked which tools to show; "" is
 	// invocation.
 	phase string
@@ -392,24 +400,43 @@ func (ev *evaluation) Parent() interpreter.Activation { return nil }
 func (ev *evaluation) ResolveName(name string) (any, bool) {
 	switch name {
 	case "args":
-		return ev.argsValue(), true
+		if ev.argsVal == nil {
+			ev.argsVal = celValue(ev.argsValue())
+		}
+		return ev.argsVal, true
 	case "tool":
 		if !ev.haveTool {
-			ev.tool, ev.haveTool = toolValue(ev.req), true
+			ev.tool, ev.haveTool = ev.toolVal(), true
 		}
 		return ev.tool, true
 	case "run":
 		if !ev.haveRun {
-			ev.run, ev.haveRun = runValue(ev), true
+			ev.run, ev.haveRun = celValue(runValue(ev)), true
 		}
 		return ev.run, true
 	case "actor", "user":
 		if !ev.haveActor {
-			ev.actor, ev.haveActor = actorValue(ev.view.Run.Actor), true
+			ev.actor, ev.haveActor = celValue(actorValue(ev.view.Run.Actor)), true
 		}
 		return ev.actor, true
 	}
 	return nil, false
+}
+
+// toolVal is the tool as a CEL value, cached by the spec's hash: a spec
+// with a hash is the same spec every time.
+func (ev *evaluation) toolVal() ref.Val {
+	h := ev.req.Tool.Hash
+	if h != "" && ev.tools != nil {
+		if v, ok := ev.tools.Load(h); ok {
+			return v.(ref.Val)
+		}
+	}
+	v := celValue(toolValue(ev.req))
+	if h != "" && ev.tools != nil {
+		ev.tools.Store(h, v)
+	}
+	return v
 }
 
 func (ev *evaluation) argsValue() any {
