@@ -81,8 +81,14 @@ func widenedTools(t *testing.T, url, newFile, baseline string) []string {
 // widened steps exactly on the tools those rules target.
 func TestRules_DiffAndReplayAgreeOnWidening(t *testing.T) {
 	refund := testkit.NewLedger("orders_refund", events.LocalMutation, testkit.AnyObject)
-	get := testkit.NewLedger("orders_get", events.ReadOnly, testkit.AnyObject)
-	email := testkit.NewLedger("email_send", events.RemoteMutation, testkit.AnyObject)
+	// (mcp-read-only is not among them: over MCP its discovery phase hides
+	// the writes, and a hidden tool's refusal is an observation, which
+	// replay does not re-check.)
+	hr := testkit.NewLedger("hr_lookup", events.ReadOnly, testkit.AnyObject)
+	hr.S.Data = []string{"ssn"}
+	ledger := testkit.NewLedger("ledger_read", events.ReadOnly, testkit.AnyObject)
+	ledger.S.Data = []string{"financial.ledger"}
+	weather := testkit.NewLedger("weather", events.ReadOnly, testkit.AnyObject)
 	tests := []struct {
 		name, file, drop string // drop: the policy the new file removes
 		tools            []driver.Tool
@@ -92,8 +98,8 @@ func TestRules_DiffAndReplayAgreeOnWidening(t *testing.T) {
 		{"refund limit loses its ceiling", "refund-limit", "refund-too-large", []driver.Tool{refund}, "api", [][]driver.Decision{
 			{testkit.Call("orders_refund", `{"amount":400}`), testkit.Call("orders_refund", `{"amount":9000}`), testkit.Call("orders_refund", `{"amount":700}`)},
 		}},
-		{"mcp read-only removed", "mcp-read-only", "mcp-read-only", []driver.Tool{get, refund, email}, "mcp", [][]driver.Decision{
-			{testkit.Call("orders_get", `{}`), testkit.Call("orders_refund", `{"amount":1}`), testkit.Call("email_send", `{}`)},
+		{"pii protection removed", "pii-protection", "pii-protection", []driver.Tool{hr, ledger, weather}, "api", [][]driver.Decision{
+			{testkit.Call("hr_lookup", `{}`), testkit.Call("ledger_read", `{}`), testkit.Call("weather", `{}`)},
 		}},
 	}
 	for _, tt := range tests {
