@@ -70,7 +70,7 @@ func compile(name string, f *File, ps positions) (*Policy, error) {
 	if f.Default == "" {
 		f.Default = DefaultSideEffects
 	}
-	p := &Policy{name: name, file: f, defName: f.Default, toolCache: &sync.Map{}}
+	p := &Policy{name: name, file: f, defName: f.Default, defID: "default " + f.Default, toolCache: &sync.Map{}}
 	switch f.Default {
 	case DefaultSideEffects:
 		p.def = policy.DefaultSideEffects()

@@ -27,6 +27,7 @@ type Policy struct {
 	policies []*compiledPolicy // priority order
 	rules    []*compiledRule   // every rule, in priority order
 	defName  string
+	defID    string        // the default's part id: "default <name>"
 	def      policy.Policy // nil for deny or allow
 	windows  Windows       // fleet-wide counters; nil: none configured
 	// toolCache holds tools as CEL values by spec hash (bounded by the
@@ -94,7 +95,7 @@ func (p *Policy) Evaluate(ctx context.Context, req policy.Request, view projecto
 		if err != nil {
 			return policy.Decision{}, err
 		}
-		dec.Parts = append(parts, events.PolicyPart{ID: "default " + p.defName, Outcome: string(dec.Outcome), Reason: dec.Reason})
+		dec.Parts = append(parts, events.PolicyPart{ID: p.defID, Outcome: string(dec.Outcome), Reason: dec.Reason})
 		return dec, nil
 	}
 	dec := policy.Decision{Outcome: win.outcome, Reason: win.reason, Parts: parts}
