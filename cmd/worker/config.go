@@ -53,7 +53,8 @@ type ToolConfig struct {
 type PolicyConfig struct {
 	ID          string            `yaml:"id"`
 	SideEffects map[string]string `yaml:"side_effects"`
-	// Rules is the path of a rules file (see docs/rules.schema.json).
+	// Rules is the path of a rules file (see docs/rules.schema.json),
+	// relative to the working directory.
 	Rules string `yaml:"rules"`
 	// RateBucket is the KV bucket of the rules file's fleet-wide windows
 	// (per: fleet); default ARB_RATES, the one the embedded server and
