@@ -58,6 +58,9 @@ func Check(p *Policy) []Finding {
 			add(r.at, r.id, "never applies: pattern %q matches none of the policy's scope tools %v", r.spec.Target.Pattern, cp.spec.Scope.Tools)
 			continue
 		}
+		if cp.spec.HasPhase(PhaseDiscovery) && !r.canHide() {
+			add(r.at, r.id, "does nothing at discovery: only a deny under block, on a tool, data or operation target, with no limit or attributes, hides a tool")
+		}
 		if r.glob.all() && r.spec.Condition == "" && len(cp.spec.Scope.Tools) == 0 && len(cp.spec.Scope.SideEffects) == 0 && len(r.equal) == 0 {
 			add(r.at, r.id, "pattern %q matches every %s, with no condition or scope to narrow it", r.spec.Target.Pattern, r.spec.Target.Type)
 		}
@@ -66,6 +69,13 @@ func Check(p *Policy) []Finding {
 		}
 	}
 	return out
+}
+
+// canHide reports whether the rule can hide a tool at discovery (see
+// [Policy.Visible]).
+func (r *compiledRule) canHide() bool {
+	return r.pol.spec.Enforcement.Mode == ModeBlock && r.spec.Action == "deny" && r.perRun < 0 && r.perHour < 0 &&
+		r.spec.Target.Type != TargetResource && len(r.equal) == 0
 }
 
 // reachableInScope: a tool-name rule in a policy scoped to literal tool

@@ -29,6 +29,11 @@ policies:
     type: tool_access
     rules: [{id: all, action: deny, target: {type: tool, pattern: "*"}}]
     enforcement: {mode: warn}
+  - id: hider
+    type: tool_access
+    phases: [discovery, invocation]
+    rules: [{id: by-url, action: deny, target: {type: resource, pattern: "*.internal"}}]
+    enforcement: {mode: block}
 `
 	p := mustParse(t, doc)
 	got := map[string]string{}
@@ -45,6 +50,7 @@ policies:
 		"p/falsy":        "t.yaml:14:9: warning: p/falsy: never applies: its condition is false",
 		"p/under":        "t.yaml:16:9: warning: p/under: never changes an outcome: rule p/broad",
 		"everything/all": "t.yaml:20:13: warning: everything/all: pattern \"*\" matches every tool",
+		"hider/by-url":   "t.yaml:25:13: warning: hider/by-url: does nothing at discovery",
 	}
 	for rule, prefix := range want {
 		if !strings.HasPrefix(got[rule], prefix) {
