@@ -46,6 +46,12 @@ type ToolConfig struct {
 	Name    string `yaml:"name"`
 	Class   string `yaml:"class"`
 	Timeout string `yaml:"timeout"`
+	// Data, Tags and Resource are recorded with the tool's spec for rules
+	// files to target (data categories, operation tags, the argument that
+	// names the resource).
+	Data     []string `yaml:"data"`
+	Tags     []string `yaml:"tags"`
+	Resource string   `yaml:"resource"`
 }
 
 // PolicyConfig is the built-in side-effect policy, and optionally a rules
@@ -145,9 +151,39 @@ func (c Config) tools(sandbox string) ([]driver.Tool, error) {
 		if err != nil {
 			return nil, fmt.Errorf("tools[%d]: %w", i, err)
 		}
-		out = append(out, t)
+		out = append(out, declare(t, tc))
 	}
 	return out, nil
+}
+
+// declared is a tool whose spec also declares what rules files target.
+type declared struct {
+	driver.Tool
+	data, tags []string
+	resource   string
+}
+
+func (d declared) Spec() driver.Spec {
+	s := d.Tool.Spec()
+	s.Data, s.Tags, s.Resource = d.data, d.tags, d.resource
+	return s
+}
+
+// reconciling is declared for a tool with a reconcile hook, which it keeps.
+type reconciling struct {
+	declared
+	driver.Reconciler
+}
+
+func declare(t driver.Tool, tc ToolConfig) driver.Tool {
+	if len(tc.Data) == 0 && len(tc.Tags) == 0 && tc.Resource == "" {
+		return t
+	}
+	d := declared{Tool: t, data: tc.Data, tags: tc.Tags, resource: tc.Resource}
+	if r, ok := t.(driver.Reconciler); ok {
+		return reconciling{declared: d, Reconciler: r}
+	}
+	return d
 }
 
 func (c Config) policy() (policy.Policy, error) { return c.policyWith(nil) }

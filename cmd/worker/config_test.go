@@ -7,8 +7,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/arbiter-run/arbiter/driver"
+	"github.com/arbiter-run/arbiter/events"
 	"github.com/arbiter-run/arbiter/policy"
 	"github.com/arbiter-run/arbiter/rules"
+	"github.com/arbiter-run/arbiter/testkit"
 	"github.com/arbiter-run/arbiter/toolbox"
 )
 
@@ -174,5 +177,46 @@ func TestConfig_ShadowRulesFile(t *testing.T) {
 	}
 	if _, err := bad.shadow(); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("missing shadow file: %v, want ErrNotExist", err)
+	}
+}
+
+func TestConfig_ToolsDeclareDataTagsAndResource(t *testing.T) {
+	c, err := loadConfig(writeConfig(t, "tools:\n  - {name: read_file, data: [financial.ledger], tags: [files], resource: path}\n  - {name: delete_file}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tools, err := c.tools(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := tools[0].Spec()
+	if strings.Join(s.Data, ",") != "financial.ledger" || strings.Join(s.Tags, ",") != "files" || s.Resource != "path" || s.Name != "read_file" {
+		t.Errorf("spec %+v, want the declared data, tags and resource", s)
+	}
+	if s := tools[1].Spec(); s.Data != nil || s.Resource != "" {
+		t.Errorf("undeclared tool spec %+v, want nothing declared", s)
+	}
+	// The spec the driver records carries them, so rules can target them.
+	ct, err := driver.Compile(tools[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ct.Record.Resource != "path" || len(ct.Record.Data) != 1 {
+		t.Errorf("recorded spec %+v, want data and resource", ct.Record)
+	}
+}
+
+func TestConfig_DeclaringKeepsTheReconcileHook(t *testing.T) {
+	inner := &testkit.Reconciling{Ledger: testkit.NewLedger("push", events.RemoteMutation, testkit.AnyObject), Answer: driver.Done, Content: "pushed"}
+	tl := declare(inner, ToolConfig{Tags: []string{"git"}})
+	r, ok := tl.(driver.Reconciler)
+	if !ok {
+		t.Fatal("the declared tool lost its reconcile hook")
+	}
+	if got, content, err := r.Reconcile(t.Context(), nil); got != driver.Done || content != "pushed" || err != nil {
+		t.Errorf("Reconcile = %v %q %v, want the inner tool's answer", got, content, err)
+	}
+	if tl.Spec().Tags[0] != "git" {
+		t.Errorf("spec %+v, want the tag", tl.Spec())
 	}
 }
