@@ -249,3 +249,6 @@ func nodeJSON(n *yaml.Node) (json.RawMessage, error) {
 	}
 	return jsonform.Marshal(v)
 }
+
+// ArgsJSON returns the case's arguments in PolicyJSON form ({} for none).
+func (cs Case) ArgsJSON() (json.RawMessage, error) { return nodeJSON(&cs.Args) }
