@@ -28,7 +28,8 @@ const (
 // compiledPolicy is a policy of the file, ready to evaluate.
 type compiledPolicy struct {
 	spec  PolicySpec
-	index int // position in the file
+	def   string // the file's default
+	index int    // position in the file
 	rules []*compiledRule
 	tools []glob
 	class map[string]bool
@@ -85,7 +86,7 @@ func compile(name string, f *File, ps positions) (*Policy, error) {
 		}
 		at := ps.at(ptr + "/id")
 		seen[ps0.ID] = fmt.Sprintf("%d:%d", at.line, at.col)
-		cp := &compiledPolicy{spec: ps0, index: i}
+		cp := &compiledPolicy{spec: ps0, index: i, def: f.Default}
 		for _, t := range ps0.Scope.Tools {
 			cp.tools = append(cp.tools, compileGlob(t))
 		}

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/arbiter-run/arbiter/events"
+	"github.com/arbiter-run/arbiter/policy"
 )
 
 // Directions of a [Change].
@@ -119,16 +120,83 @@ func (r *compiledRule) active() bool {
 }
 
 // effect is the direction the rule's presence pushes outcomes: narrows for
-// a refusal, an approval or a limit, widens for a grant, "" for a rule that
-// decides nothing.
+// a refusal or a limit, widens for a grant, "" for a rule that decides
+// nothing. An approval is narrower than an allow and wider than a deny:
+// it narrows only where what would decide without it allows (an allow
+// default, or side_effects over classes the mapping allows), and otherwise
+// may do either.
 func (r *compiledRule) effect() string {
-	if r.pol.spec.Enforcement.Mode == ModeWarn || r.pol.spec.Enforcement.Mode == ModeAudit {
+	switch {
+	case r.pol.spec.Enforcement.Mode == ModeWarn || r.pol.spec.Enforcement.Mode == ModeAudit:
 		return ""
-	}
-	if r.perRun >= 0 || r.perHour >= 0 || r.strength() > rank("allow") {
+	case r.perRun >= 0 || r.perHour >= 0:
 		return Narrows
 	}
-	return Widens
+	switch r.strength() {
+	case rank("allow"):
+		return Widens
+	case rank("require_approval"):
+		if r.baselineAllows() {
+			return Narrows
+		}
+		return Changes
+	}
+	return Narrows
+}
+
+// baselineAllows reports whether the file's default allows every call the
+// rule can reach (by its policy's classes, or an operation target naming
+// one class).
+func (r *compiledRule) baselineAllows() bool {
+	switch r.pol.def {
+	case DefaultAllow:
+		return true
+	case DefaultDeny:
+		return false
+	}
+	classes := r.pol.spec.Scope.SideEffects
+	if len(classes) == 0 && r.spec.Target.Type == TargetOperation && !r.glob.star {
+		classes = []string{r.spec.Target.Pattern}
+	}
+	if len(classes) == 0 {
+		classes = sideEffectClasses
+	}
+	mapping := policy.DefaultSideEffects()
+	for _, c := range classes {
+		if mapping[c] != policy.Allow {
+			return false
+		}
+	}
+	return true
+}
+
+// decisive is what the rule decides when it applies, a limit rule at its
+// limit (0: nothing).
+func (r *compiledRule) decisive() int {
+	if r.perRun < 0 && r.perHour < 0 {
+		return r.strength()
+	}
+	switch r.pol.spec.Enforcement.Mode {
+	case ModeConfirm:
+		return rank("require_approval")
+	case ModeBlock:
+		if r.pol.spec.Enforcement.Abort {
+			return rank("abort")
+		}
+		return rank("deny")
+	}
+	return 0
+}
+
+// combine is the direction of two changes made together.
+func combine(a, b string) string {
+	switch {
+	case a == b, b == "":
+		return a
+	case a == "":
+		return b
+	}
+	return Changes
 }
 
 func flip(dir string) string {
@@ -162,33 +230,22 @@ func scopeText(s Scope) string {
 // compareRules classes the change of a rule present and active in both.
 func compareRules(o, n *compiledRule) []Change {
 	var out []Change
-	os, ns := o.strength(), n.strength()
+	os, ns := o.decisive(), n.decisive()
 	oe, ne := o.effect(), n.effect()
 	switch {
-	case oe != ne:
-		// The rule changed sides: from refusing to granting, or to deciding
-		// nothing (a warn), or back.
-		dir := Changes
-		switch {
-		case oe == Narrows:
-			dir = Widens
-		case ne == Narrows:
-			dir = Narrows
-		case oe == "" && ne == Widens:
-			dir = Widens
-		case oe == Widens && ne == "":
-			dir = Narrows
-		}
-		out = append(out, n.change(dir, fmt.Sprintf("now %s (was %s)", n.describe(), o.describe())))
-	case os != ns:
+	case os > 0 && ns > 0 && os != ns:
+		// The same rule decides more or less strictly where it applies.
 		dir := Narrows
 		if ns < os {
 			dir = Widens
 		}
-		if oe == Widens { // among grants, weaker is narrower
-			dir = flip(dir)
-		}
 		out = append(out, n.change(dir, fmt.Sprintf("now %s (was %s)", n.describe(), o.describe())))
+	case os != ns || oe != ne:
+		// The rule starts or stops deciding (a warn, an audit): as if it
+		// were removed and added.
+		if dir := combine(flip(oe), ne); dir != "" {
+			out = append(out, n.change(dir, fmt.Sprintf("now %s (was %s)", n.describe(), o.describe())))
+		}
 	}
 	if o.fleet != n.fleet && o.perHour >= 0 && n.perHour >= 0 {
 		// Counting across the fleet counts more calls than the run's own.

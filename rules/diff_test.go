@@ -69,3 +69,42 @@ func TestDiff_Directions(t *testing.T) {
 		})
 	}
 }
+
+// TestDiff_ApprovalsAgainstTheDefault: an approval narrows where the
+// default would allow and may widen where it would deny.
+func TestDiff_ApprovalsAgainstTheDefault(t *testing.T) {
+	confirm := func(def, scope string) string {
+		return "version: 1\n" + def + `policies:
+  - id: c
+    type: confirmation_required
+    scope: {side_effects: [` + scope + `]}
+    rules: [{id: r, action: allow, target: {type: tool, pattern: "*"}}]
+    enforcement: {mode: confirm}
+`
+	}
+	empty := "version: 1\npolicies: []\n"
+	tests := []struct {
+		name, old, new, want string
+	}{
+		{"approval added over reads", empty, confirm("", "read_only"), "narrows"},
+		{"approval added over destructive tools", empty, confirm("", "destructive"), "changes"},
+		{"approval removed over destructive tools", confirm("", "destructive"), empty, "changes"},
+		{"approval added under an allow default", "version: 1\ndefault: allow\npolicies: []\n", confirm("default: allow\n", "destructive"), "narrows"},
+		{"approval added under a deny default", "version: 1\ndefault: deny\npolicies: []\n", confirm("default: deny\n", "read_only"), "changes"},
+	}
+	for _, tt := range tests {
+		cs := rules.Diff(mustParse(t, tt.old), mustParse(t, tt.new))
+		if len(cs) != 1 || cs[0].Direction != tt.want {
+			t.Errorf("%s: %v, want one change that %s", tt.name, cs, tt.want)
+		}
+	}
+	// The example: removing destructive-needs-approval may narrow (the
+	// default denies destructive tools) and is held by the gate.
+	old, err := rules.Load("../examples/policies/destructive-needs-approval.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cs := rules.Diff(old, mustParse(t, empty)); !rules.Widening(cs) || cs[0].Direction != rules.Changes {
+		t.Errorf("removing destructive-needs-approval: %v, want a change the gate holds", cs)
+	}
+}
