@@ -113,7 +113,10 @@ func policyView(v projector.View) projector.View {
 	c.Run.Tools = slices.Clone(v.Run.Tools)
 	for i := range c.Run.Tools {
 		c.Run.Tools[i].Schema = slices.Clone(c.Run.Tools[i].Schema)
+		c.Run.Tools[i].Data = slices.Clone(c.Run.Tools[i].Data)
+		c.Run.Tools[i].Tags = slices.Clone(c.Run.Tools[i].Tags)
 	}
+	c.Run.Actor = v.Run.Actor.Clone()
 	if v.Approvals != nil {
 		c.Approvals = make([]projector.Approval, len(v.Approvals))
 		for i, a := range v.Approvals {
