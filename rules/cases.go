@@ -46,7 +46,10 @@ type Case struct {
 	Input   yaml.Node     `yaml:"input"`
 	// History is the run's earlier calls, oldest first.
 	History []PastCall `yaml:"history"`
-	// Want is the outcome: allow, deny, abort or require_approval.
+	// Phase is invocation (the default) or discovery.
+	Phase string `yaml:"phase"`
+	// Want is the outcome: allow, deny, abort or require_approval; in the
+	// discovery phase, shown or hidden.
 	Want string `yaml:"want"`
 	// WantKind is the approval kind a require_approval must ask for.
 	WantKind string `yaml:"want_kind"`
@@ -90,6 +93,8 @@ type PastCall struct {
 type CaseResult struct {
 	Name string
 	Line int
+	// Want is what the case expected.
+	Want string
 	Got  policy.Decision
 	// Problem is empty when the case passed.
 	Problem string
@@ -131,8 +136,17 @@ func LoadCases(path string) (*Cases, error) {
 		if cs.Name == "" || cs.Tool == "" {
 			return nil, fmt.Errorf("%w: %s:%d: case %d needs a name and a tool", ErrCases, path, cs.line, i+1)
 		}
-		if !policy.Outcome(cs.Want).Valid() {
-			return nil, fmt.Errorf("%w: %s:%d: case %q: want %q (want one of allow, deny, abort, require_approval)", ErrCases, path, cs.line, cs.Name, cs.Want)
+		switch cs.Phase {
+		case "", PhaseInvocation:
+			if !policy.Outcome(cs.Want).Valid() {
+				return nil, fmt.Errorf("%w: %s:%d: case %q: want %q (want one of allow, deny, abort, require_approval)", ErrCases, path, cs.line, cs.Name, cs.Want)
+			}
+		case PhaseDiscovery:
+			if cs.Want != "shown" && cs.Want != "hidden" {
+				return nil, fmt.Errorf("%w: %s:%d: case %q: want %q at discovery (want shown or hidden)", ErrCases, path, cs.line, cs.Name, cs.Want)
+			}
+		default:
+			return nil, fmt.Errorf("%w: %s:%d: case %q: phase %q (want invocation or discovery)", ErrCases, path, cs.line, cs.Name, cs.Phase)
 		}
 	}
 	return &c, nil
@@ -149,10 +163,21 @@ func RunCases(ctx context.Context, p policy.Policy, c *Cases) ([]CaseResult, err
 	}
 	var out []CaseResult
 	for _, cs := range c.Cases {
-		res := CaseResult{Name: cs.Name, Line: cs.line}
+		res := CaseResult{Name: cs.Name, Line: cs.line, Want: cs.Want}
 		req, view, err := cs.request(specs, tools)
 		if err != nil {
 			return nil, fmt.Errorf("%w: case %q (line %d): %v", ErrCases, cs.Name, cs.line, err)
+		}
+		if cs.Phase == PhaseDiscovery {
+			got := "shown"
+			if !policy.Visible(p, req.Tool, view) {
+				got = "hidden"
+			}
+			if got != cs.Want {
+				res.Problem = fmt.Sprintf("%s at discovery, want %s", got, cs.Want)
+			}
+			out = append(out, res)
+			continue
 		}
 		pp := p
 		if rp, ok := p.(*Policy); ok {

@@ -122,7 +122,7 @@ func test(ctx context.Context, args []string, out io.Writer) error {
 			fmt.Fprintf(out, "FAIL %s:%d %s: %s\n", fs.Arg(1), r.Line, r.Name, r.Problem)
 			continue
 		}
-		fmt.Fprintf(out, "ok   %s:%d %s: %s\n", fs.Arg(1), r.Line, r.Name, r.Got.Outcome)
+		fmt.Fprintf(out, "ok   %s:%d %s: %s\n", fs.Arg(1), r.Line, r.Name, r.Want)
 	}
 	fmt.Fprintf(out, "%d cases, %d failed\n", len(res), failed)
 	if failed > 0 {

@@ -89,3 +89,18 @@ func TestPolicy_UsageErrors(t *testing.T) {
 		}
 	}
 }
+
+func TestPolicy_TestDiscoveryCases(t *testing.T) {
+	out, err := run(t, "test", ex+"mcp-read-only.yaml", ex+"mcp-read-only.cases.yaml")
+	if err != nil || !strings.Contains(out, "over mcp writes are hidden: hidden") || !strings.Contains(out, "8 cases, 0 failed") {
+		t.Errorf("test = %v:\n%s", err, out)
+	}
+	wrong := write(t, "w.yaml", "tools: [{name: orders_refund, side_effect: local_mutation}]\ncases:\n  - {name: w, tool: orders_refund, surface: mcp, phase: discovery, want: shown}\n")
+	if out, err := run(t, "test", ex+"mcp-read-only.yaml", wrong); !errors.Is(err, rulescmd.ErrFailed) || !strings.Contains(out, "hidden at discovery, want shown") {
+		t.Errorf("a wrong discovery case = %v:\n%s", err, out)
+	}
+	bad := write(t, "b.yaml", "cases:\n  - {name: b, tool: t, phase: discovery, want: allow}\n")
+	if _, err := run(t, "test", ex+"mcp-read-only.yaml", bad); !errors.Is(err, rules.ErrCases) {
+		t.Errorf("want allow at discovery = %v, want ErrCases", err)
+	}
+}
