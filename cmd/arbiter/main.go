@@ -30,7 +30,7 @@ func init() {
 		{"grant", "RUN APPROVAL --key FILE", "grant an approval, signed with an operator key", runGrant},
 		{"deny", "RUN APPROVAL --key FILE [--reason R]", "deny an approval, signed with an operator key", runDeny},
 		{"watch", "[--durable NAME]", "print approval events as they happen", runWatch},
-		{"start", "--agent NAME [--input JSON] [--actor ID --role R]", "start a run and nudge the fleet to drive it", runStart},
+		{"start", "--agent NAME [--input JSON] [--actor A]", "start a run and nudge the fleet to drive it", runStart},
 		{"cancel", "RUN [--reason R]", "cancel a run", runCancel},
 		{"policy", "check|test|diff FILE…", "check, test and diff rules files (exit 1 on a failed case or a widening diff)", runPolicy},
 		{"shadow", "RUN | --since TIME", "report where the shadow policy would have decided differently (exit 1 if it widens)", runShadow},
