@@ -25,7 +25,7 @@ import (
 func (d *Driver) plan(req policy.Request, v policy.Verdict, grant *projector.Approval) (k events.Kind, body any, exec bool) {
 	pb := events.PolicyBody{
 		Step: req.Step, Outcome: string(v.Outcome), Reason: v.Reason, PolicyID: d.policyID,
-		Args: req.Args, ToolHash: req.Tool.Hash, Resume: grant != nil,
+		Args: req.Args, ToolHash: req.Tool.Hash, Resume: grant != nil, Parts: v.Parts,
 	}
 	if v.Err != nil {
 		// The failed evaluation is recorded with its request, so a replay

@@ -30,6 +30,10 @@ type Config struct {
 	Log *events.Log
 	// Policy decides every request. Required.
 	Policy policy.Policy
+	// Shadow, when set, is a candidate policy asked beside Policy on every
+	// evaluation: its answer is recorded with the result and never acted
+	// on (shadow mode). Its error is recorded, not raised.
+	Shadow policy.Policy
 	// Tools the agent may request. Names must be unique.
 	Tools []Tool
 	// Limits for runs this driver creates. A zero field takes the default in
@@ -184,7 +188,13 @@ func (r *Run) Tail() events.Tail { return r.tail }
 // Create starts run id with the driver's tools and limits: one fenced append
 // of run.created, which fails with [events.ErrConflict] if the run exists.
 func (d *Driver) Create(ctx context.Context, id, agent string, input json.RawMessage) (*Run, error) {
-	body := events.RunCreatedBody{Tools: d.Tools(), Limits: d.cfg.Limits, Input: input, Agent: agent}
+	return d.CreateAs(ctx, id, agent, input, nil, "")
+}
+
+// CreateAs is [Driver.Create] recording who asked for the run (nil: nobody
+// named) and the surface the request came through, for policies to see.
+func (d *Driver) CreateAs(ctx context.Context, id, agent string, input json.RawMessage, actor *events.Actor, surface string) (*Run, error) {
+	body := events.RunCreatedBody{Tools: d.Tools(), Limits: d.cfg.Limits, Input: input, Agent: agent, Actor: actor.Clone(), Surface: surface}
 	r := &Run{}
 	if err := d.append(ctx, r, id, events.RunCreated, body); err != nil {
 		return nil, err

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/arbiter-run/arbiter/events"
@@ -257,7 +258,23 @@ func (d *Driver) limitHit(v *projector.View) (reason, detail string) {
 // Tools are the copy the clone already made of them.
 func (d *Driver) stepInput(v *projector.View) StepInput {
 	c := v.Clone()
-	return StepInput{Run: c.Run, Steps: c.Steps, Approvals: c.Approvals, Tools: c.Run.Tools}
+	return StepInput{Run: c.Run, Steps: c.Steps, Approvals: c.Approvals, Tools: d.shown(v, c.Run.Tools)}
+}
+
+// shown is tools without those the policy hides (the discovery phase; see
+// [policy.Discoverer]).
+func (d *Driver) shown(v *projector.View, tools []events.ToolSpec) []events.ToolSpec {
+	if _, ok := d.policy.(policy.Discoverer); !ok {
+		return tools
+	}
+	pv := v.Clone()
+	out := make([]events.ToolSpec, 0, len(tools))
+	for _, t := range tools {
+		if policy.Visible(d.policy, t, pv) {
+			out = append(out, t)
+		}
+	}
+	return out
 }
 
 func toolsEqual(a, b []events.ToolSpec) bool {
@@ -307,6 +324,15 @@ func (d *Driver) judge(ctx context.Context, run string, v *projector.View, n int
 	if ct == nil {
 		return refuse(events.ObsUnknownTool, fmt.Sprintf("no tool named %q (tools: %s)", s.Decision.Tool, d.toolNames()))
 	}
+	if _, ok := d.policy.(policy.Discoverer); ok && !policy.Visible(d.policy, ct.Record, v.Clone()) {
+		// A hidden tool is refused as if it did not exist: the agent is
+		// told nothing about it.
+		var names []string
+		for _, t := range d.shown(v, d.specs) {
+			names = append(names, t.Name)
+		}
+		return refuse(events.ObsUnknownTool, fmt.Sprintf("no tool named %q (tools: %s)", s.Decision.Tool, strings.Join(names, ", ")))
+	}
 	raw := s.Decision.RawArgs()
 	args, err := ct.Check(raw)
 	if err != nil {
@@ -318,6 +344,9 @@ func (d *Driver) judge(ctx context.Context, run string, v *projector.View, n int
 	}
 	req := policy.Request{Run: run, Step: n, Tool: ct.Record, Args: args}
 	k, body, exec := d.plan(req, policy.Ask(ctx, d.policy, req, v.Clone()), grant)
+	if d.cfg.Shadow != nil {
+		body = d.shadow(ctx, req, v, body)
+	}
 	rec, err := d.prepare(run, k, body)
 	return judgement{rec: rec, exec: exec, req: req, err: err}
 }

@@ -38,6 +38,11 @@ type Spec struct {
 	// hidden from the model's schema; recorded in PolicyJSON form, and so
 	// bound by approvals. Optional.
 	Fixed json.RawMessage
+	// Data, Tags and Resource are recorded with the spec for rules files to
+	// match (see [events.ToolSpec]); nothing verifies them.
+	Data     []string
+	Tags     []string
+	Resource string
 }
 
 // Tool is a capability the agent may request. Execute receives the
@@ -159,6 +164,7 @@ func Compile(t Tool) (*CompiledTool, error) {
 	rec := events.ToolSpec{
 		Name: s.Name, Description: s.Description, Schema: canon, SideEffect: s.SideEffect,
 		TimeoutMS: s.Timeout.Milliseconds(), Terminal: s.Terminal, Pin: s.Pin, Fixed: fixed,
+		Data: append([]string(nil), s.Data...), Tags: append([]string(nil), s.Tags...), Resource: s.Resource,
 	}
 	rec.Hash = SpecHash(rec)
 	return &CompiledTool{Tool: t, Spec: s, Record: rec, schema: sch}, nil

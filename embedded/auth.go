@@ -28,6 +28,7 @@ type Subjects struct {
 	Consumer       string // the work queue's durable consumer, default "arb-workers"
 	KVBucket       string // default "ARB_VIEWS"
 	AgentsBucket   string // the agents registry, default "ARB_AGENTS"
+	RateBucket     string // the fleet-wide rate windows of rules files, default "ARB_RATES"
 }
 
 func (s Subjects) withDefaults() Subjects {
@@ -48,6 +49,7 @@ func (s Subjects) withDefaults() Subjects {
 	if s.Shards == 0 {
 		s.Shards = 1
 	}
+	def(&s.RateBucket, "ARB_RATES")
 	return s
 }
 
@@ -90,7 +92,7 @@ func reads(stream string) []string {
 func WorkerPermissions(s Subjects) *server.Permissions {
 	s = s.withDefaults()
 	allow := []string{
-		s.RunPrefix + ".>", s.WorkPrefix + ".>", "$KV." + s.KVBucket + ".>", "$KV." + s.AgentsBucket + ".>",
+		s.RunPrefix + ".>", s.WorkPrefix + ".>", "$KV." + s.KVBucket + ".>", "$KV." + s.AgentsBucket + ".>", "$KV." + s.RateBucket + ".>",
 		"$JS.ACK." + s.WorkStream + "." + s.Consumer + ".>",
 		"$JS.API.INFO",
 	}
@@ -100,6 +102,7 @@ func WorkerPermissions(s Subjects) *server.Permissions {
 	allow = append(allow, reads(s.DecisionStream)...)
 	allow = append(allow, reads("KV_"+s.KVBucket)...)
 	allow = append(allow, reads("KV_"+s.AgentsBucket)...)
+	allow = append(allow, reads("KV_"+s.RateBucket)...)
 	allow = append(allow,
 		"$JS.API.STREAM.INFO."+s.WorkStream,
 		"$JS.API.CONSUMER.INFO."+s.WorkStream+"."+s.Consumer,

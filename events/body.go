@@ -37,6 +37,14 @@ type ToolSpec struct {
 	// model, as one JSON object in PolicyJSON form; empty for none.
 	Fixed string `json:"fixed,omitempty"`
 	Hash  string `json:"hash,omitempty"`
+	// Data names the categories of data the tool touches ("financial.card",
+	// "ssn"), for the data targets of rules files. Empty: none declared.
+	Data []string `json:"data,omitempty"`
+	// Tags are free labels, matched by the operation targets of rules files.
+	Tags []string `json:"tags,omitempty"`
+	// Resource names the top-level argument that holds what the call acts on
+	// (a URL, a path), matched by the resource targets of rules files.
+	Resource string `json:"resource,omitempty"`
 }
 
 // Limits bound a run. A zero field means "no limit" for that dimension.
@@ -54,6 +62,35 @@ type RunCreatedBody struct {
 	Input  json.RawMessage `json:"input,omitempty"`
 	// Agent names the agent that drives the run (for the worker to find it).
 	Agent string `json:"agent,omitempty"`
+	// Actor is who asked for the run; nil: nobody named.
+	Actor *Actor `json:"actor,omitempty"`
+	// Surface is where the request came from ("api", "mcp", "cli").
+	Surface string `json:"surface,omitempty"`
+}
+
+// Actor is who asked for a run: what policies may condition on.
+type Actor struct {
+	ID         string            `json:"id"`
+	Roles      []string          `json:"roles,omitempty"`
+	Attributes map[string]string `json:"attributes,omitempty"`
+}
+
+// Clone returns a copy of a that shares nothing with it.
+func (a *Actor) Clone() *Actor {
+	if a == nil {
+		return nil
+	}
+	c := &Actor{ID: a.ID}
+	if a.Roles != nil {
+		c.Roles = append([]string{}, a.Roles...)
+	}
+	if a.Attributes != nil {
+		c.Attributes = make(map[string]string, len(a.Attributes))
+		for k, v := range a.Attributes {
+			c.Attributes[k] = v
+		}
+	}
+	return c
 }
 
 // RunToolsBody is the body of [RunTools]: the whole new tool set.
@@ -135,6 +172,39 @@ type PolicyBody struct {
 	Origin   string `json:"origin,omitempty"`
 	// Resume is true when the evaluation was made on resuming a paused step.
 	Resume bool `json:"resume,omitempty"`
+	// Parts is what made up the outcome, for a composed or rules policy:
+	// each member's (or rule's) id, outcome and reason, in the policy's order.
+	Parts []PolicyPart `json:"parts,omitempty"`
+	// Shadow is what a candidate policy, run beside the enforcing one and
+	// never enforced, answered for the same request.
+	Shadow *ShadowBody `json:"shadow,omitempty"`
+}
+
+// ShadowBody is a shadow policy's answer, recorded and never acted on.
+type ShadowBody struct {
+	PolicyID string `json:"policy_id"`
+	// Outcome is one of the four, or [OutcomeError] when the candidate
+	// failed (its error in Reason).
+	Outcome      string       `json:"outcome"`
+	Reason       string       `json:"reason,omitempty"`
+	ApprovalKind string       `json:"approval_kind,omitempty"`
+	Parts        []PolicyPart `json:"parts,omitempty"`
+}
+
+// PolicyPart is one member's or rule's share of a recorded policy result.
+type PolicyPart struct {
+	ID      string `json:"id"`
+	Outcome string `json:"outcome"`
+	Reason  string `json:"reason,omitempty"`
+	// Code is a machine-readable reason ("REFUND_TOO_LARGE").
+	Code string `json:"code,omitempty"`
+	// Mode is how a rule was enforced (block, confirm, warn, audit); a warn
+	// or audit part is recorded and decided nothing.
+	Mode string `json:"mode,omitempty"`
+	// Window names the fleet-wide counter a rate rule read, and Count what
+	// it held before this call: the reading a replay re-checks against.
+	Window string `json:"window,omitempty"`
+	Count  int64  `json:"count,omitempty"`
 }
 
 // Observation kinds.

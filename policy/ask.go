@@ -29,6 +29,9 @@ type Verdict struct {
 	// ExpiresIn is the policy's own deadline for the approval (zero: the
 	// runtime's default).
 	ExpiresIn time.Duration
+	// Parts is what each member of a composed policy answered (see
+	// [Decision.Parts]), recorded with the result.
+	Parts []events.PolicyPart
 	// Err is set when the policy gave no answer the runtime can act on: it
 	// returned an error, panicked, answered an outcome outside the four,
 	// asked for an approval without a kind, or with approval JSON that
@@ -57,7 +60,7 @@ func Ask(ctx context.Context, p Policy, req Request, view projector.View) Verdic
 	case !dec.Outcome.Valid():
 		return fail("outcome %q (want allow, deny, abort or require_approval)", dec.Outcome)
 	case dec.Outcome != RequireApproval:
-		return Verdict{Outcome: dec.Outcome, Reason: dec.Reason}
+		return Verdict{Outcome: dec.Outcome, Reason: dec.Reason, Parts: dec.Parts}
 	}
 	a := dec.Approval
 	if a == nil || a.Kind == "" {
@@ -72,7 +75,7 @@ func Ask(ctx context.Context, p Policy, req Request, view projector.View) Verdic
 		return fail("approval %q presentation: %v", a.Kind, err)
 	}
 	return Verdict{
-		Outcome: RequireApproval, Reason: dec.Reason, ExpiresIn: a.ExpiresIn,
+		Outcome: RequireApproval, Reason: dec.Reason, ExpiresIn: a.ExpiresIn, Parts: dec.Parts,
 		Approval: &events.ApprovalRequest{
 			Kind: a.Kind, Reason: dec.Reason, Capability: capability, Presentation: presentation,
 			Hash: approvals.Hash(a.Kind, capability, presentation, req.Tool, req.Args),

@@ -118,6 +118,7 @@ func (v *View) created(e events.Event, b events.RunCreatedBody) error {
 	v.Run = Run{
 		ID: e.Run, Status: Running, Agent: b.Agent, Input: b.Input,
 		Tools: b.Tools, Limits: b.Limits, Created: e.Time,
+		Actor: b.Actor, Surface: b.Surface,
 	}
 	return nil
 }

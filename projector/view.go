@@ -57,9 +57,13 @@ type Run struct {
 	// Result is the terminal tool's result for a completed run.
 	Result string
 	Agent  string
-	Input  json.RawMessage `json:",omitempty"`
-	Tools  []events.ToolSpec
-	Limits events.Limits
+	// Actor is who asked for the run (nil: nobody named); Surface where the
+	// request came from.
+	Actor   *events.Actor   `json:",omitempty"`
+	Surface string          `json:",omitempty"`
+	Input   json.RawMessage `json:",omitempty"`
+	Tools   []events.ToolSpec
+	Limits  events.Limits
 	// Steps counts the steps decided.
 	Steps int
 	// FailuresInRow counts failed steps since the last success.
@@ -178,6 +182,7 @@ func (v *View) PendingApproval() *Approval {
 func (v View) Clone() View {
 	c := View{Run: v.Run, Intake: v.Intake}
 	c.Run.Input = cloneRaw(v.Run.Input)
+	c.Run.Actor = v.Run.Actor.Clone()
 	c.Run.Tools = cloneTools(v.Run.Tools)
 	c.Steps = v.Steps.clone()
 	if v.Approvals != nil {
@@ -237,6 +242,12 @@ func (a Approval) clone() Approval {
 
 func clonePolicy(p events.PolicyBody) events.PolicyBody {
 	p.Args = cloneRaw(p.Args)
+	p.Parts = cloneSlice(p.Parts)
+	if p.Shadow != nil {
+		sh := *p.Shadow
+		sh.Parts = cloneSlice(sh.Parts)
+		p.Shadow = &sh
+	}
 	if p.Approval != nil {
 		r := cloneRequest(*p.Approval)
 		p.Approval = &r
@@ -261,6 +272,8 @@ func cloneTools(ts []events.ToolSpec) []events.ToolSpec {
 	out := make([]events.ToolSpec, len(ts))
 	for i, t := range ts {
 		t.Schema = cloneRaw(t.Schema)
+		t.Data = cloneSlice(t.Data)
+		t.Tags = cloneSlice(t.Tags)
 		out[i] = t
 	}
 	return out

@@ -92,7 +92,7 @@ func (c *checker) recheck(ctx context.Context, st *runState, e events.Event, seq
 		notCheckable(res, SpecNotRecorded, fmt.Sprintf("tool spec %s not recorded", short(b.ToolHash)))
 	default:
 		req := policy.Request{Run: e.Run, Step: b.Step, Tool: spec, Args: b.Args}
-		rep := c.replay(ctx, req, policyView(st.view))
+		rep := c.replay(policy.WithRecorded(ctx, b), req, policyView(st.view))
 		res.Replayed = &rep
 		res.Verdict, res.Change = compare(res.Recorded, rep, grantHash)
 	}
@@ -110,7 +110,10 @@ func policyView(v projector.View) projector.View {
 	c.Run.Tools = slices.Clone(v.Run.Tools)
 	for i := range c.Run.Tools {
 		c.Run.Tools[i].Schema = slices.Clone(c.Run.Tools[i].Schema)
+		c.Run.Tools[i].Data = slices.Clone(c.Run.Tools[i].Data)
+		c.Run.Tools[i].Tags = slices.Clone(c.Run.Tools[i].Tags)
 	}
+	c.Run.Actor = v.Run.Actor.Clone()
 	if v.Approvals != nil {
 		c.Approvals = make([]projector.Approval, len(v.Approvals))
 		for i, a := range v.Approvals {

@@ -343,11 +343,13 @@ func runWatch(ctx context.Context, args []string, out io.Writer) error {
 func runStart(ctx context.Context, args []string, out io.Writer) error {
 	var agent, input, id string
 	var force bool
+	var who actorFlags
 	c, _, err := setup(ctx, "start", args, func(fs *flag.FlagSet) {
 		fs.StringVar(&agent, "agent", "", "the agent that drives the run (a name in the workers' config)")
 		fs.StringVar(&input, "input", "", "the run's input, as JSON")
 		fs.StringVar(&id, "id", "", "run id (default: a new ULID)")
 		fs.BoolVar(&force, "force", false, "start the run even when no live worker offers the agent (it fails no_agent unless one appears)")
+		who.register(fs)
 	})
 	if err != nil {
 		return err
@@ -355,6 +357,10 @@ func runStart(ctx context.Context, args []string, out io.Writer) error {
 	defer c.close()
 	if agent == "" {
 		return usageError{"--agent is required"}
+	}
+	actor, err := who.actor()
+	if err != nil {
+		return err
 	}
 	if !force {
 		offered, err := c.q.Offered(ctx, agent)
@@ -369,7 +375,7 @@ func runStart(ctx context.Context, args []string, out io.Writer) error {
 	if id == "" {
 		id = events.NewID()
 	}
-	body := events.RunCreatedBody{Agent: agent}
+	body := events.RunCreatedBody{Agent: agent, Actor: actor, Surface: who.surface}
 	if input != "" {
 		body.Input = json.RawMessage(input)
 	}

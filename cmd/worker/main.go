@@ -31,6 +31,8 @@ import (
 	"github.com/arbiter-run/arbiter/fleet"
 	"github.com/arbiter-run/arbiter/internal/natsflags"
 	"github.com/arbiter-run/arbiter/internal/setup"
+	"github.com/arbiter-run/arbiter/rules"
+	"github.com/arbiter-run/arbiter/rules/kvwindows"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
@@ -169,7 +171,21 @@ func buildDriver(cfg Config, f flags, log *events.Log, logger *slog.Logger, extr
 		return nil, err
 	}
 	tools = append(tools, extra...)
-	p, err := cfg.policy()
+	var windows rules.Windows
+	if cfg.Policy.Rules != "" {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		w, err := kvwindows.Open(ctx, log.JetStream(), kvwindows.Config{Bucket: cfg.Policy.RateBucket, Replicas: cfg.Log.Replicas})
+		cancel()
+		if err != nil {
+			return nil, err
+		}
+		windows = w
+	}
+	p, err := cfg.policyWith(windows)
+	if err != nil {
+		return nil, err
+	}
+	shadow, err := cfg.shadow()
 	if err != nil {
 		return nil, err
 	}
@@ -189,7 +205,7 @@ func buildDriver(cfg Config, f flags, log *events.Log, logger *slog.Logger, extr
 		return nil, err
 	}
 	return driver.New(driver.Config{
-		Log: log, Policy: p, Tools: tools, Limits: limits, ApprovalTTL: ttl, Operators: ops, Logger: logger,
+		Log: log, Policy: p, Shadow: shadow, Tools: tools, Limits: limits, ApprovalTTL: ttl, Operators: ops, Logger: logger,
 	})
 }
 

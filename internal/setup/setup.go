@@ -17,6 +17,7 @@ import (
 
 	"github.com/arbiter-run/arbiter/events"
 	"github.com/arbiter-run/arbiter/fleet"
+	"github.com/arbiter-run/arbiter/rules/kvwindows"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -54,6 +55,9 @@ func Run(ctx context.Context, js jetstream.JetStream, lc events.Config, fc fleet
 	}
 	if _, err := fleet.Setup(ctx, js, fc); err != nil {
 		return nil, err
+	}
+	if _, err := js.CreateOrUpdateKeyValue(ctx, kvwindows.BucketConfig(kvwindows.Config{Replicas: fc.Replicas})); err != nil {
+		return nil, fmt.Errorf("set up rate windows bucket %s: %w", kvwindows.DefaultBucket, err)
 	}
 	out := make([]Change, len(res))
 	for i, r := range res {
@@ -123,5 +127,6 @@ func resources(lc events.Config, fc fleet.Config) []resource {
 		resource{kind: "stream", stream: f.WorkStream},
 		resource{kind: "consumer", stream: f.WorkStream, consumer: f.Consumer},
 		resource{kind: "stream", stream: "KV_" + f.Bucket},
-		resource{kind: "stream", stream: "KV_" + f.AgentsBucket})
+		resource{kind: "stream", stream: "KV_" + f.AgentsBucket},
+		resource{kind: "stream", stream: "KV_" + kvwindows.DefaultBucket})
 }

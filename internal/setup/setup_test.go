@@ -64,7 +64,7 @@ func TestRun_CreatesThenChangesNothing(t *testing.T) {
 	want := []string{
 		"created stream ARB_RUNS_0", "created stream ARB_RUNS_1", "created stream ARB_DECISIONS",
 		"created stream ARB_WORK", "created consumer ARB_WORK/arb-workers", "created stream KV_ARB_VIEWS",
-		"created stream KV_ARB_AGENTS",
+		"created stream KV_ARB_AGENTS", "created stream KV_ARB_RATES",
 	}
 	if !slices.Equal(actions(got), want) {
 		t.Errorf("first setup = %q, want %q", actions(got), want)
