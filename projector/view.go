@@ -134,6 +134,8 @@ type View struct {
 	// recorded, in order.
 	Strays   []Stray
 	Refusals []events.RefusedBody
+	// Model is what the run's model calls came to.
+	Model ModelCalls
 }
 
 // Step returns a copy of step n (1-based), or nil.
@@ -191,6 +193,7 @@ func (v View) Clone() View {
 	}
 	c.Strays = cloneSlice(v.Strays)
 	c.Refusals = cloneSlice(v.Refusals)
+	c.Model = v.Model.clone()
 	return c
 }
 
