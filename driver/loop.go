@@ -93,12 +93,31 @@ func (d *Driver) advance(ctx context.Context, r *Run, agent Agent) (bool, error)
 		in = &fresh
 	}
 	r.next = nil
+	var recErr error
+	in.Record = func(ctx context.Context, k events.Kind, body any) error {
+		if !k.Model() {
+			return fmt.Errorf("record %s: %w", k, ErrNotModelEvent)
+		}
+		if err := d.append(ctx, r, r.ID(), k, body); err != nil {
+			recErr = err
+			return err
+		}
+		return nil
+	}
 	dec, err := agent.Decide(ctx, *in)
+	if recErr != nil {
+		// The run moved under the agent, or the log is gone: nothing may
+		// be recorded for it on this tail.
+		return false, fmt.Errorf("record the agent's model call: %w", recErr)
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			return false, ctx.Err()
 		}
-		return true, d.append(ctx, r, r.ID(), events.RunFailed, events.EndBody{Reason: events.ReasonAgentError, Detail: err.Error()})
+		return true, d.append(ctx, r, r.ID(), events.RunFailed, endOf(err))
+	}
+	if dec.Final != nil {
+		return true, d.finish(ctx, r, dec.Final.Text)
 	}
 	n := v.Steps.Len() + 1
 	p, err := d.begin(ctx, r, r.ID(), events.StepDecided, decidedBody(n, dec))
@@ -159,7 +178,7 @@ func (d *Driver) limitHit(v *projector.View) (reason, detail string) {
 // Tools are the copy the clone already made of them.
 func (d *Driver) stepInput(v *projector.View) StepInput {
 	c := v.Clone()
-	return StepInput{Run: c.Run, Steps: c.Steps, Approvals: c.Approvals, Tools: c.Run.Tools}
+	return StepInput{Run: c.Run, Steps: c.Steps, Approvals: c.Approvals, Tools: c.Run.Tools, Model: c.Model}
 }
 
 func toolsEqual(a, b []events.ToolSpec) bool {
