@@ -43,9 +43,9 @@ var openAIWire = wire{
 	refusal: func(text string) string {
 		return `{"id":"chatcmpl-r","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":null,"refusal":` + jsonString(text) + `},"finish_reason":"stop"}],"usage":{"prompt_tokens":100,"completion_tokens":20,"total_tokens":120}}`
 	},
-	empty:    func() string { return openAIBody("", "stop", nil) },
-	badArgs:  `{"path": "notes.txt"`,
-	badKind:  "invalid_decision",
+	empty:   func() string { return openAIBody("", "stop", nil) },
+	badArgs: `{"path": "notes.txt"`,
+	badKind: "invalid_decision",
 }
 
 func openAIBody(text, finish string, calls []call) string {
