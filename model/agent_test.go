@@ -372,3 +372,41 @@ func TestConfig_Validate(t *testing.T) {
 		})
 	}
 }
+
+// TestFile_Config: the file's form becomes a checked config, and a file
+// naming an unset key variable, a tool the worker lacks or a bad
+// duration is refused, naming the field.
+func TestFile_Config(t *testing.T) {
+	env := map[string]string{"KEY": "secret"}
+	getenv := func(k string) string { return env[k] }
+	tools := []string{"read_file", "finish"}
+	good := model.File{Provider: model.OpenAI, Model: "m", APIKeyEnv: "KEY", Tools: []string{"read_file"}, Timeout: "5s",
+		Budget: model.FileBudget{SpendUSD: 1}, Prices: map[string]model.Price{"m": {Input: 1, Output: 2}}}
+	c, err := good.Config(getenv, tools)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.APIKey != "secret" || c.Timeout != 5*time.Second || c.MaxTokens != 1024 || c.Budget.SpendUSD != 1 {
+		t.Errorf("config %+v", c)
+	}
+	cases := []struct {
+		name string
+		edit func(f *model.File)
+		want string
+	}{
+		{"unset key", func(f *model.File) { f.APIKeyEnv = "NOPE" }, "$NOPE"},
+		{"unknown tool", func(f *model.File) { f.Tools = []string{"rm"} }, `no tool named "rm"`},
+		{"bad duration", func(f *model.File) { f.Backoff = "soon" }, `backoff "soon"`},
+		{"spend with no price", func(f *model.File) { f.Prices = nil }, "no price"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := good
+			tc.edit(&f)
+			_, err := f.Config(getenv, tools)
+			if !errors.Is(err, model.ErrConfig) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("got %v, want ErrConfig saying %q", err, tc.want)
+			}
+		})
+	}
+}
