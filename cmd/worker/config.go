@@ -9,6 +9,7 @@ import (
 	"github.com/arbiter-run/arbiter/approvals"
 	"github.com/arbiter-run/arbiter/driver"
 	"github.com/arbiter-run/arbiter/events"
+	"github.com/arbiter-run/arbiter/model"
 	"github.com/arbiter-run/arbiter/policy"
 	"github.com/arbiter-run/arbiter/scripted"
 	"github.com/arbiter-run/arbiter/toolbox"
@@ -36,6 +37,8 @@ type Config struct {
 	Limits LimitsConfig `yaml:"limits"`
 	// Agents: scripted agents by name.
 	Agents map[string][]CallConfig `yaml:"agents"`
+	// Models: agents backed by a chat model, by name (see model.File).
+	Models map[string]model.File `yaml:"models"`
 	// Log: stream layout (must match every other worker's).
 	Log LogConfig `yaml:"log"`
 }
@@ -180,6 +183,27 @@ func (c Config) agents() map[string]driver.Agent {
 		out[name] = script(calls)
 	}
 	return out
+}
+
+// modelAgents builds the model agents of the file, each offered some of
+// tools (the driver's tool names); getenv reads their API keys.
+func (c Config) modelAgents(getenv func(string) string, tools []string) (map[string]driver.Agent, error) {
+	out := map[string]driver.Agent{}
+	for name, f := range c.Models {
+		if _, dup := c.Agents[name]; dup || name == "demo" {
+			return nil, fmt.Errorf("models.%s: an agent of that name is already in agents", name)
+		}
+		mc, err := f.Config(getenv, tools)
+		if err != nil {
+			return nil, fmt.Errorf("models.%s: %w", name, err)
+		}
+		a, err := model.New(mc)
+		if err != nil {
+			return nil, fmt.Errorf("models.%s: %w", name, err)
+		}
+		out[name] = a
+	}
+	return out, nil
 }
 
 func script(calls []CallConfig) driver.Agent {

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -129,8 +130,18 @@ func run(ctx context.Context, f flags, logger *slog.Logger) error {
 			return err
 		}
 	}
+	agents := cfg.agents()
+	var names []string
+	for _, t := range d.Tools() {
+		names = append(names, t.Name)
+	}
+	models, err := cfg.modelAgents(os.Getenv, names)
+	if err != nil {
+		return err
+	}
+	maps.Copy(agents, models)
 	w, err := fleet.NewWorker(fleet.WorkerConfig{
-		Driver: d, Queue: q, Agents: cfg.agents(), Concurrency: f.concurrency, Logger: logger, Metrics: metrics,
+		Driver: d, Queue: q, Agents: agents, Concurrency: f.concurrency, Logger: logger, Metrics: metrics,
 	})
 	if err != nil {
 		return err
