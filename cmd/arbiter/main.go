@@ -30,7 +30,8 @@ func init() {
 		{"grant", "RUN APPROVAL --key FILE", "grant an approval, signed with an operator key", runGrant},
 		{"deny", "RUN APPROVAL --key FILE [--reason R]", "deny an approval, signed with an operator key", runDeny},
 		{"watch", "[--durable NAME]", "print approval events as they happen", runWatch},
-		{"start", "--agent NAME [--input JSON] [--id RUN]", "start a run and nudge the fleet to drive it", runStart},
+		{"start", "--agent NAME [--input TEXT|JSON] [--id RUN]", "start a run and nudge the fleet to drive it", runStart},
+		{"result", "RUN [--wait]", "print a completed run's result (its final answer)", runResult},
 		{"cancel", "RUN [--reason R]", "cancel a run", runCancel},
 		{"keygen", "--out FILE", "create an operator key (an nkeys user seed) and print its public key", runKeygen},
 	}
