@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
@@ -17,7 +18,7 @@ import (
 type anthropicMessages struct {
 	cfg    *Config
 	client anthropic.Client
-	tools  toolCache[anthropic.ToolUnionParam]
+	tools  toolCache
 }
 
 func newAnthropic(cfg *Config) *anthropicMessages {
@@ -34,18 +35,17 @@ func newAnthropic(cfg *Config) *anthropicMessages {
 }
 
 type anthropicConv struct {
-	system []anthropic.TextBlockParam
-	msgs   []anthropic.MessageParam
-	turns  int
-	bytes  int
+	messages
+	system string // the system field, encoded; "" for none
 }
 
 func (p *anthropicMessages) start(system, input string) conversation {
-	c := &anthropicConv{bytes: len(system) + len(input)}
+	c := &anthropicConv{}
+	c.bytes = len(system) + len(input)
 	if system != "" {
-		c.system = []anthropic.TextBlockParam{{Text: system}}
+		c.system = field("system", []anthropic.TextBlockParam{{Text: system}})
 	}
-	c.msgs = append(c.msgs, anthropic.NewUserMessage(anthropic.NewTextBlock(input)))
+	c.push(anthropic.NewUserMessage(anthropic.NewTextBlock(input)))
 	return c
 }
 
@@ -58,10 +58,10 @@ func (c *anthropicConv) add(turns []render.Turn) {
 			blocks = append(blocks, anthropic.NewTextBlock(t.Text))
 		}
 		blocks = append(blocks, anthropic.NewToolUseBlock(t.Call.ID, toolInput(t.Call.Arguments), t.Call.Name))
-		c.msgs = append(c.msgs, anthropic.NewAssistantMessage(blocks...))
+		c.push(anthropic.NewAssistantMessage(blocks...))
 		c.bytes += len(t.Text) + len(t.Call.ID) + len(t.Call.Name) + len(t.Call.Arguments)
 		if t.Result != nil {
-			c.msgs = append(c.msgs, anthropic.NewUserMessage(anthropic.NewToolResultBlock(t.Result.CallID, t.Result.Content, t.Result.IsError)))
+			c.push(anthropic.NewUserMessage(anthropic.NewToolResultBlock(t.Result.CallID, t.Result.Content, t.Result.IsError)))
 			c.bytes += len(t.Result.Content)
 		}
 		c.turns++
@@ -80,21 +80,25 @@ func toolInput(args string) json.RawMessage {
 	return json.RawMessage(`{}`)
 }
 
-func (c *anthropicConv) steps() int { return c.turns }
-func (c *anthropicConv) size() int  { return c.bytes }
-
+// send posts the request as its bytes (see messages).
 func (p *anthropicMessages) send(ctx context.Context, conv conversation, tools []events.ToolSpec) (events.ModelReplyBody, error) {
 	c := conv.(*anthropicConv)
-	params := anthropic.MessageNewParams{
-		Model:     anthropic.Model(p.cfg.Model),
-		MaxTokens: p.cfg.MaxTokens,
-		System:    c.system,
-		Messages:  c.msgs,
-		Tools:     p.tools.get(tools, anthropicTool),
+	if c.err != nil {
+		return events.ModelReplyBody{}, fmt.Errorf("encode messages: %w", c.err)
+	}
+	ts, err := p.tools.get(tools, anthropicTool)
+	if err != nil {
+		return events.ModelReplyBody{}, fmt.Errorf("encode tools: %w", err)
+	}
+	fields := []string{field("model", p.cfg.Model), field("max_tokens", p.cfg.MaxTokens)}
+	if c.system != "" {
+		fields = append(fields, c.system)
 	}
 	if p.cfg.Temperature != nil {
-		params.SetExtraFields(map[string]any{"temperature": *p.cfg.Temperature})
+		fields = append(fields, field("temperature", *p.cfg.Temperature))
 	}
+	var params anthropic.MessageNewParams
+	param.SetJSON(request("messages", &c.messages, ts, fields...), &params)
 	res, err := p.client.Messages.New(ctx, params)
 	if err != nil {
 		return events.ModelReplyBody{}, err
@@ -103,7 +107,7 @@ func (p *anthropicMessages) send(ctx context.Context, conv conversation, tools [
 }
 
 // anthropicTool offers a tool, its schema's bytes as they are.
-func anthropicTool(t events.ToolSpec) anthropic.ToolUnionParam {
+func anthropicTool(t events.ToolSpec) any {
 	tp := &anthropic.ToolParam{Name: t.Name, InputSchema: param.Override[anthropic.ToolInputSchemaParam](t.Schema)}
 	if t.Description != "" {
 		tp.Description = anthropic.String(t.Description)

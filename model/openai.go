@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 
 	"github.com/arbiter-run/arbiter/events"
@@ -18,7 +19,7 @@ import (
 type openAI struct {
 	cfg    *Config
 	client openai.Client
-	tools  toolCache[openai.ChatCompletionToolUnionParam]
+	tools  toolCache
 }
 
 func newOpenAI(cfg *Config) *openAI {
@@ -32,18 +33,15 @@ func newOpenAI(cfg *Config) *openAI {
 	return &openAI{cfg: cfg, client: openai.NewClient(opts...)}
 }
 
-type openAIConv struct {
-	msgs  []openai.ChatCompletionMessageParamUnion
-	turns int
-	bytes int
-}
+type openAIConv struct{ messages }
 
 func (p *openAI) start(system, input string) conversation {
-	c := &openAIConv{bytes: len(system) + len(input)}
+	c := &openAIConv{}
+	c.bytes = len(system) + len(input)
 	if system != "" {
-		c.msgs = append(c.msgs, openai.SystemMessage(system))
+		c.push(openai.SystemMessage(system))
 	}
-	c.msgs = append(c.msgs, openai.UserMessage(input))
+	c.push(openai.UserMessage(input))
 	return c
 }
 
@@ -59,30 +57,33 @@ func (c *openAIConv) add(turns []render.Turn) {
 		if t.Text != "" {
 			asst.Content.OfString = param.NewOpt(t.Text)
 		}
-		c.msgs = append(c.msgs, openai.ChatCompletionMessageParamUnion{OfAssistant: &asst})
+		c.push(openai.ChatCompletionMessageParamUnion{OfAssistant: &asst})
 		c.bytes += len(t.Text) + len(t.Call.ID) + len(t.Call.Name) + len(t.Call.Arguments)
 		if t.Result != nil {
-			c.msgs = append(c.msgs, openai.ToolMessage(t.Result.Content, t.Result.CallID))
+			c.push(openai.ToolMessage(t.Result.Content, t.Result.CallID))
 			c.bytes += len(t.Result.Content)
 		}
 		c.turns++
 	}
 }
 
-func (c *openAIConv) steps() int { return c.turns }
-func (c *openAIConv) size() int  { return c.bytes }
-
+// send posts the request as its bytes: the messages encoded once each
+// (see messages), the model, the limits and the tools.
 func (p *openAI) send(ctx context.Context, conv conversation, tools []events.ToolSpec) (events.ModelReplyBody, error) {
 	c := conv.(*openAIConv)
-	params := openai.ChatCompletionNewParams{
-		Model:     shared.ChatModel(p.cfg.Model),
-		Messages:  c.msgs,
-		Tools:     p.tools.get(tools, openAITool),
-		MaxTokens: param.NewOpt(p.cfg.MaxTokens),
+	if c.err != nil {
+		return events.ModelReplyBody{}, fmt.Errorf("encode messages: %w", c.err)
 	}
+	ts, err := p.tools.get(tools, openAITool)
+	if err != nil {
+		return events.ModelReplyBody{}, fmt.Errorf("encode tools: %w", err)
+	}
+	fields := []string{field("model", p.cfg.Model), field("max_tokens", p.cfg.MaxTokens)}
 	if p.cfg.Temperature != nil {
-		params.Temperature = param.NewOpt(*p.cfg.Temperature)
+		fields = append(fields, field("temperature", *p.cfg.Temperature))
 	}
+	var params openai.ChatCompletionNewParams
+	param.SetJSON(request("messages", &c.messages, ts, fields...), &params)
 	res, err := p.client.Chat.Completions.New(ctx, params)
 	if err != nil {
 		return events.ModelReplyBody{}, err
@@ -91,7 +92,7 @@ func (p *openAI) send(ctx context.Context, conv conversation, tools []events.Too
 }
 
 // openAITool offers a tool as a function, its schema's bytes as they are.
-func openAITool(t events.ToolSpec) openai.ChatCompletionToolUnionParam {
+func openAITool(t events.ToolSpec) any {
 	def := struct {
 		Name        string          `json:"name"`
 		Description string          `json:"description,omitempty"`

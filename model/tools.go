@@ -1,20 +1,22 @@
 package model
 
 import (
+	"encoding/json"
 	"strings"
 	"sync"
 
 	"github.com/arbiter-run/arbiter/events"
 )
 
-// toolCache keeps the provider's form of the tool sets it was asked to
+// toolCache keeps the encoded JSON array of the tool sets it was asked to
 // offer, by the specs' hashes: a run's tools are the same at every step.
-type toolCache[T any] struct {
+type toolCache struct {
 	mu sync.Mutex
-	m  map[string][]T
+	m  map[string][]byte
 }
 
-func (c *toolCache[T]) get(tools []events.ToolSpec, conv func(events.ToolSpec) T) []T {
+// get returns tools as a JSON array of what conv makes of each.
+func (c *toolCache) get(tools []events.ToolSpec, conv func(events.ToolSpec) any) ([]byte, error) {
 	var key strings.Builder
 	for _, t := range tools {
 		key.WriteString(t.Hash)
@@ -29,15 +31,19 @@ func (c *toolCache[T]) get(tools []events.ToolSpec, conv func(events.ToolSpec) T
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if out, ok := c.m[k]; ok {
-		return out
+		return out, nil
 	}
-	out := make([]T, len(tools))
+	params := make([]any, len(tools))
 	for i, t := range tools {
-		out[i] = conv(t)
+		params[i] = conv(t)
+	}
+	out, err := json.Marshal(params)
+	if err != nil {
+		return nil, err
 	}
 	if c.m == nil || len(c.m) >= 64 {
-		c.m = map[string][]T{}
+		c.m = map[string][]byte{}
 	}
 	c.m[k] = out
-	return out
+	return out, nil
 }
