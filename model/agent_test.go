@@ -3,11 +3,13 @@ package model_test
 import (
 	"errors"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/arbiter-run/arbiter/driver"
 	"github.com/arbiter-run/arbiter/events"
 	"github.com/arbiter-run/arbiter/model"
 	"github.com/arbiter-run/arbiter/projector"
@@ -409,4 +411,76 @@ func TestFile_Config(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestAgent_RetryAfterTooLongEndsTheCall: a server asking to wait longer
+// than MaxRetryAfter is not waited for.
+func TestAgent_RetryAfterTooLongEndsTheCall(t *testing.T) {
+	forEachWire(t, func(t *testing.T, w wire) {
+		h := newHarness(t, w, func(c *model.Config) { c.MaxRetryAfter = time.Second },
+			testkit.ModelReply{Status: 429, Header: http.Header{"Retry-After": {"3600"}}, Body: `{"error":{"type":"rate_limit_error","message":"come back in an hour"}}`},
+			reply(w.text("never read")))
+		start := time.Now()
+		v := h.run("r1", "hi")
+		wantEnd(t, v, projector.Failed, events.ReasonAgentError)
+		if !strings.Contains(v.Run.Detail, "retry after 1h0m0s") || time.Since(start) > 30*time.Second {
+			t.Errorf("detail %q after %s, want the refusal to wait an hour, at once", v.Run.Detail, time.Since(start))
+		}
+		if n := len(h.srv.Requests()); n != 1 {
+			t.Errorf("%d requests, want 1", n)
+		}
+	})
+}
+
+// TestAgent_ConnectionRefusedIsRetriedThenFails: no server at the base
+// URL is a transport failure on every attempt, each charged its
+// reservation (it might have reached a model), then ErrRetries.
+func TestAgent_ConnectionRefusedIsRetriedThenFails(t *testing.T) {
+	forEachWire(t, func(t *testing.T, w wire) {
+		dead := httptest.NewServer(http.NotFoundHandler())
+		url := dead.URL
+		dead.Close()
+		h := newHarness(t, w, func(c *model.Config) { c.BaseURL = url; c.Retries = 1 })
+		v := h.run("r1", "hi")
+		wantEnd(t, v, projector.Failed, events.ReasonAgentError)
+		if !strings.HasPrefix(v.Run.Detail, model.ErrRetries.Error()) {
+			t.Errorf("detail %q, want it to start %q", v.Run.Detail, model.ErrRetries)
+		}
+		recs := h.records("r1")
+		fails := bodiesOf[events.ModelFailBody](t, recs, events.ModelFailed)
+		att := bodiesOf[events.ModelAttemptBody](t, recs, events.ModelAttempted)
+		if len(fails) != 2 || fails[0].Status != 0 || fails[0].Charge != att[0].Reserve {
+			t.Errorf("failures %+v, want 2 transport failures charged their reservation", fails)
+		}
+	})
+}
+
+// TestAgent_WithoutRecorderRefusesToAsk: an agent handed no recorder
+// asks no model (nothing it sent would be on the run).
+func TestAgent_WithoutRecorderRefusesToAsk(t *testing.T) {
+	h := newHarness(t, openAIWire, nil, reply(openAIWire.text("x")))
+	_, err := h.agent.Decide(t.Context(), driver.StepInput{Run: projector.Run{ID: "r"}})
+	if !errors.Is(err, model.ErrNoRecorder) {
+		t.Errorf("got %v, want ErrNoRecorder", err)
+	}
+	if n := len(h.srv.Requests()); n != 0 {
+		t.Errorf("%d requests, want 0", n)
+	}
+}
+
+// TestAgent_SendsTemperatureAndLimits: the config's model, max tokens
+// and temperature are in the request.
+func TestAgent_SendsTemperatureAndLimits(t *testing.T) {
+	forEachWire(t, func(t *testing.T, w wire) {
+		temp := 0.25
+		h := newHarness(t, w, func(c *model.Config) { c.Temperature = &temp; c.MaxTokens = 77 }, reply(w.text("ok")))
+		h.run("r1", "hi")
+		req := requestJSON(t, h.srv, 0)
+		if req["temperature"] != 0.25 || req["max_tokens"] != 77.0 || req["model"] != "m" {
+			t.Errorf("request %v, want model m, max_tokens 77, temperature 0.25", req)
+		}
+		if got := h.srv.Requests()[0].Header.Get("Authorization"); got != "Bearer test-key" && h.srv.Requests()[0].Header.Get("X-Api-Key") != "test-key" {
+			t.Errorf("no API key sent (Authorization %q)", got)
+		}
+	})
 }
