@@ -550,7 +550,14 @@ func TestResult_PrintsTheAnswer(t *testing.T) {
 	if err := runResult(ctx, e.args("r1"), &out); !errors.Is(err, errNotDone) {
 		t.Fatalf("result of a running run: got %v, want errNotDone", err)
 	}
-	answer := driver.AgentFunc(func(context.Context, driver.StepInput) (driver.Decision, error) {
+	answer := driver.AgentFunc(func(ctx context.Context, in driver.StepInput) (driver.Decision, error) {
+		if err := in.Record(ctx, events.ModelAttempted, events.ModelAttemptBody{Call: 1, Attempt: 1, Provider: "p", Model: "m", SideEffect: events.SideEffectNone}); err != nil {
+			return driver.Decision{}, err
+		}
+		u := events.ModelUsage{Calls: 1, InputTokens: 5, OutputTokens: 3, SpendNanoUSD: 1500}
+		if err := in.Record(ctx, events.ModelReplied, events.ModelReplyBody{Call: 1, Attempt: 1, Finish: "stop", Text: "it says hello", Usage: u}); err != nil {
+			return driver.Decision{}, err
+		}
 		return driver.Decision{Final: &driver.Answer{Text: "it says hello"}}, nil
 	})
 	done := make(chan error, 1)
@@ -566,6 +573,13 @@ func TestResult_PrintsTheAnswer(t *testing.T) {
 	}
 	if got := out.String(); got != "it says hello\n" {
 		t.Errorf("printed %q, want the answer", got)
+	}
+	out.Reset()
+	if err := runShow(ctx, e.args("r1"), &out); err != nil {
+		t.Fatal(err)
+	}
+	if want := "model: 1 calls (1 replies), 5 input and 3 output tokens, $0.000002"; !strings.Contains(out.String(), want) {
+		t.Errorf("show printed %q, want %q", out.String(), want)
 	}
 
 	if err := runStart(ctx, e.args("--agent", "model", "--input", `{"task":"x"}`, "--id", "r2"), &out); err != nil {

@@ -138,6 +138,10 @@ func runShow(ctx context.Context, args []string, out io.Writer) error {
 	if r.Result != "" {
 		fmt.Fprintf(out, "  result: %s\n", r.Result)
 	}
+	if m := v.Model; m.Replies > 0 || m.Open != nil || m.Used.Calls > 0 {
+		u := m.Charged()
+		fmt.Fprintf(out, "  model: %d calls (%d replies), %d input and %d output tokens, $%.6f\n", u.Calls, m.Replies, u.InputTokens, u.OutputTokens, float64(u.SpendNanoUSD)/1e9)
+	}
 	for s := range v.Steps.All() {
 		line := fmt.Sprintf("  step %d: %s %s", s.N, s.Decision.Tool, clip(string(s.Decision.RawArgs()), 60))
 		if s.Policy != nil {
