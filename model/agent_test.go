@@ -484,3 +484,41 @@ func TestAgent_SendsTemperatureAndLimits(t *testing.T) {
 		}
 	})
 }
+
+// TestAgent_DeadWorkerAttemptIsChargedAndAskedAgain: an attempt recorded
+// by a worker that died before its outcome is charged its reservation,
+// and the agent asks again as the next attempt of the same call.
+func TestAgent_DeadWorkerAttemptIsChargedAndAskedAgain(t *testing.T) {
+	forEachWire(t, func(t *testing.T, w wire) {
+		h := newHarness(t, w, nil, reply(w.text("here")))
+		ctx := t.Context()
+		r, err := h.d.Create(ctx, "r1", "model", []byte(`"hi"`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		dead := events.ModelAttemptBody{Call: 1, Attempt: 1, Provider: w.provider, Model: "m", SideEffect: events.SideEffectNone,
+			Reserve: events.ModelUsage{Calls: 1, InputTokens: 40, OutputTokens: 256}}
+		ev, err := events.New("r1", events.ModelAttempted, dead)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := h.log.Append(ctx, r.Tail(), ev); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.d.Refresh(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.d.Drive(ctx, r, h.agent); err != nil {
+			t.Fatal(err)
+		}
+		v := h.view("r1")
+		wantEnd(t, v, projector.Completed, events.ReasonCompleted)
+		att := bodiesOf[events.ModelAttemptBody](t, h.records("r1"), events.ModelAttempted)
+		if len(att) != 2 || att[1].Call != 1 || att[1].Attempt != 2 {
+			t.Fatalf("attempts %+v, want call 1 attempt 2 after the dead one", att)
+		}
+		if want := dead.Reserve.Add(events.ModelUsage{Calls: 1, InputTokens: 100, OutputTokens: 20}); v.Model.Used != want {
+			t.Errorf("used %+v, want the dead attempt's reservation and the reply's usage %+v", v.Model.Used, want)
+		}
+	})
+}
