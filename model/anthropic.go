@@ -84,11 +84,11 @@ func toolInput(args string) json.RawMessage {
 func (p *anthropicMessages) send(ctx context.Context, conv conversation, tools []events.ToolSpec) (events.ModelReplyBody, error) {
 	c := conv.(*anthropicConv)
 	if c.err != nil {
-		return events.ModelReplyBody{}, fmt.Errorf("encode messages: %w", c.err)
+		return events.ModelReplyBody{}, fmt.Errorf("%w: messages: %w", errEncode, c.err)
 	}
 	ts, err := p.tools.get(tools, anthropicTool)
 	if err != nil {
-		return events.ModelReplyBody{}, fmt.Errorf("encode tools: %w", err)
+		return events.ModelReplyBody{}, fmt.Errorf("%w: tools: %w", errEncode, err)
 	}
 	fields := []string{field("model", p.cfg.Model), field("max_tokens", p.cfg.MaxTokens)}
 	if c.system != "" {

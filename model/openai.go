@@ -72,11 +72,11 @@ func (c *openAIConv) add(turns []render.Turn) {
 func (p *openAI) send(ctx context.Context, conv conversation, tools []events.ToolSpec) (events.ModelReplyBody, error) {
 	c := conv.(*openAIConv)
 	if c.err != nil {
-		return events.ModelReplyBody{}, fmt.Errorf("encode messages: %w", c.err)
+		return events.ModelReplyBody{}, fmt.Errorf("%w: messages: %w", errEncode, c.err)
 	}
 	ts, err := p.tools.get(tools, openAITool)
 	if err != nil {
-		return events.ModelReplyBody{}, fmt.Errorf("encode tools: %w", err)
+		return events.ModelReplyBody{}, fmt.Errorf("%w: tools: %w", errEncode, err)
 	}
 	fields := []string{field("model", p.cfg.Model), field("max_tokens", p.cfg.MaxTokens)}
 	if p.cfg.Temperature != nil {

@@ -36,6 +36,9 @@ type conversation interface {
 	size() int
 }
 
+// errEncode marks a request that could not be encoded, so was not sent.
+var errEncode = errors.New("encode the request")
+
 // failure is what became of an attempt that got no reply.
 type failure struct {
 	status     int
@@ -59,6 +62,9 @@ func httpFailure(s int, h http.Header, msg string) failure {
 // dropped connection. It may pass on a retry, and may have reached the
 // model.
 func transportFailure(err error) failure {
+	if errors.Is(err, errEncode) {
+		return failure{msg: err.Error()} // nothing was sent, and asking again encodes the same
+	}
 	f := failure{msg: err.Error(), retryable: true, unknown: true}
 	if errors.Is(err, context.DeadlineExceeded) {
 		f.msg = "timed out: " + err.Error()

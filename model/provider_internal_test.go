@@ -1,6 +1,8 @@
 package model
 
 import (
+	"errors"
+	"fmt"
 	"net/http"
 	"testing"
 	"time"
@@ -43,5 +45,15 @@ func TestAgent_BackoffDoublesUpToItsLimit(t *testing.T) {
 		if got := a.backoff(try); got != w {
 			t.Errorf("try %d: got %s, want %s", try, got, w)
 		}
+	}
+}
+
+func TestTransportFailure_EncodeErrorIsPermanent(t *testing.T) {
+	f := transportFailure(fmt.Errorf("%w: tools: bad schema", errEncode))
+	if f.retryable || f.unknown {
+		t.Errorf("got %+v, want a permanent failure that sent nothing", f)
+	}
+	if g := transportFailure(errors.New("connection reset")); !g.retryable || !g.unknown {
+		t.Errorf("got %+v, want a retryable failure of unknown outcome", g)
 	}
 }
