@@ -241,7 +241,7 @@ func TestAgent_PermanentErrorEndsTheRun(t *testing.T) {
 // charged what it reserved, and retried.
 func TestAgent_TimeoutAfterSendIsChargedItsReservation(t *testing.T) {
 	forEachWire(t, func(t *testing.T, w wire) {
-		h := newHarness(t, w, func(c *model.Config) { c.Timeout = 100 * time.Millisecond; c.Retries = 1 },
+		h := newHarness(t, w, func(c *model.Config) { c.Timeout = 300 * time.Millisecond; c.Retries = 1 },
 			testkit.ModelReply{Hang: true}, reply(w.text("late but fine")))
 		v := h.run("r1", "hi")
 		wantEnd(t, v, projector.Completed, events.ReasonCompleted)
