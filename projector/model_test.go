@@ -7,6 +7,7 @@ import (
 
 	"github.com/arbiter-run/arbiter/events"
 	"github.com/arbiter-run/arbiter/projector"
+	"pgregory.net/rapid"
 )
 
 func attempt(call, n int, reserve events.ModelUsage) events.ModelAttemptBody {
@@ -92,4 +93,67 @@ func TestFold_ModelEventsOutOfOrderAreRefused(t *testing.T) {
 			}
 		})
 	}
+}
+
+// drawModelHistory draws model calls between steps: each call some failed
+// attempts, maybe an attempt left open by a dead worker, then a reply (or,
+// last, nothing). It returns the events and the totals summed by hand.
+func drawModelHistory(t *rapid.T) ([]events.Event, events.ModelUsage) {
+	h := started(t, "prop")
+	var want events.ModelUsage
+	usage := func(label string) events.ModelUsage {
+		return events.ModelUsage{Calls: 1, InputTokens: rapid.Int64Range(0, 500).Draw(t, label+" in"), OutputTokens: rapid.Int64Range(0, 100).Draw(t, label+" out"), SpendNanoUSD: rapid.Int64Range(0, 9999).Draw(t, label+" spend")}
+	}
+	calls := rapid.IntRange(0, 5).Draw(t, "calls")
+	for c := 1; c <= calls; c++ {
+		attempts := rapid.IntRange(1, 4).Draw(t, "attempts")
+		for a := 1; a <= attempts; a++ {
+			reserve := usage("reserve")
+			h.add(events.ModelAttempted, attempt(c, a, reserve))
+			last := a == attempts
+			switch {
+			case last && c == calls && rapid.Bool().Draw(t, "left open"):
+				want = want.Add(reserve) // charged while open
+			case last:
+				u := usage("reply")
+				h.add(events.ModelReplied, events.ModelReplyBody{Call: c, Attempt: a, Usage: u, ToolCalls: []events.ModelToolCall{{ID: "x", Name: "read", Args: "{}"}}})
+				want = want.Add(u)
+			case rapid.Bool().Draw(t, "dies"):
+				want = want.Add(reserve) // charged once the next attempt comes
+			default:
+				charge := rapid.SampledFrom([]events.ModelUsage{{Calls: 1}, reserve}).Draw(t, "charge")
+				h.add(events.ModelFailed, events.ModelFailBody{Call: c, Attempt: a, Error: "x", Charge: charge})
+				want = want.Add(charge)
+			}
+		}
+		if h.evs[len(h.evs)-1].Kind == events.ModelReplied {
+			h.decide(c, "read", "{}")
+			h.add(events.StepPolicy, events.PolicyBody{Step: c, Outcome: projector.Allow})
+			h.observe(c, events.ObsResult, "ok")
+		}
+	}
+	return h.evs, want
+}
+
+// TestFold_ModelTotalsAreTheEventsSum: whatever the model calls, their
+// failures and dead workers, the charged totals are the sum the events
+// give, and folding any prefix then the rest gives the same model view.
+func TestFold_ModelTotalsAreTheEventsSum(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		evs, want := drawModelHistory(t)
+		all := foldAll(t, evs)
+		if got := all.Model.Charged(); got != want {
+			t.Fatalf("charged %+v, want %+v", got, want)
+		}
+		k := rapid.IntRange(0, len(evs)).Draw(t, "split")
+		v := foldAll(t, evs[:k])
+		for _, e := range evs[k:] {
+			if err := v.Apply(e); err != nil {
+				t.Fatalf("apply event %d: %v", e.Seq, err)
+			}
+		}
+		if !reflect.DeepEqual(v.Model, all.Model) {
+			t.Fatalf("split at %d: %+v, want %+v", k, v.Model, all.Model)
+		}
+	})
 }
