@@ -67,7 +67,7 @@ flags:
 `)
 		fs.PrintDefaults()
 	}
-	fs.StringVar(&f.config, "config", "", "YAML config file: tools, policy, operators, agents, limits (default: the demo setup)")
+	fs.StringVar(&f.config, "config", "", "YAML config file: tools, policy, operators, agents, models, limits (default: the demo setup)")
 	fs.StringVar(&f.data, "data", "arbiter-data", "data directory of the embedded JetStream and the tools' sandbox")
 	fs.StringVar(&f.listen, "listen", "127.0.0.1:4222", "where the embedded JetStream listens (host:port; empty: in-process only)")
 	fs.StringVar(&f.natsURL, "nats", "", "join this NATS server or cluster instead of starting an embedded one")
