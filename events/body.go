@@ -286,6 +286,9 @@ type ModelReplyBody struct {
 	Usage     ModelUsage      `json:"usage"`
 	LatencyMS int64           `json:"latency_ms"`
 	Response  string          `json:"response,omitempty"`
+	// ResponseOmitted is the size of a response body too large to keep
+	// (Response is empty then): the rest of the body is still recorded.
+	ResponseOmitted int `json:"response_omitted,omitempty"`
 }
 
 // ModelFailBody is the body of [ModelFailed]: why the attempt got no
