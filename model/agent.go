@@ -158,6 +158,9 @@ func (a *Agent) ask(ctx context.Context, in driver.StepInput, c conversation) (e
 			reply.Call, reply.Attempt, reply.LatencyMS = call, n, took
 			reply.Usage.Calls = 1
 			reply.Usage.SpendNanoUSD = a.rates.spend(reply.Usage.InputTokens, reply.Usage.OutputTokens)
+			if len(reply.Response) > a.cfg.MaxResponse {
+				reply.Response, reply.ResponseOmitted = "", len(reply.Response)
+			}
 			if err := in.Record(ctx, events.ModelReplied, reply); err != nil {
 				return events.ModelReplyBody{}, err
 			}

@@ -522,3 +522,21 @@ func TestAgent_DeadWorkerAttemptIsChargedAndAskedAgain(t *testing.T) {
 		}
 	})
 }
+
+// TestAgent_LargeResponseIsRecordedWithoutItsBody: a body over
+// MaxResponse is not kept (its size is), and the reply still decides.
+func TestAgent_LargeResponseIsRecordedWithoutItsBody(t *testing.T) {
+	body := openAIWire.text(strings.Repeat("long answer ", 100))
+	h := newHarness(t, openAIWire, func(c *model.Config) { c.MaxResponse = 100 }, reply(body))
+	v := h.run("r1", "hi")
+	wantEnd(t, v, projector.Completed, events.ReasonCompleted)
+	rep := bodiesOf[events.ModelReplyBody](t, h.records("r1"), events.ModelReplied)[0]
+	if rep.Response != "" || rep.ResponseOmitted != len(body) || !strings.HasPrefix(v.Run.Result, "long answer") {
+		t.Errorf("reply kept %d bytes, omitted %d, result %q; want none kept, %d omitted", len(rep.Response), rep.ResponseOmitted, clipped(v.Run.Result), len(body))
+	}
+	if _, err := testkit.RecordedReplies(h.records("r1")); err == nil {
+		t.Errorf("recorded replies of a run with an omitted body: no error")
+	}
+}
+
+func clipped(s string) string { return s[:min(len(s), 20)] }

@@ -59,6 +59,10 @@ type Config struct {
 	// Prices of models in US dollars per million tokens, by model name.
 	// A spend budget needs the price of Model.
 	Prices map[string]Price
+	// MaxResponse bounds the bytes of a reply's body kept in its event
+	// (a larger one is recorded without it, its size noted, so the event
+	// stays within the server's message limit). Default 256 KiB.
+	MaxResponse int
 	// HTTPClient the SDK sends with; nil: the SDK's default.
 	HTTPClient *http.Client
 }
@@ -121,6 +125,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxBackoff == 0 {
 		c.MaxBackoff = 30 * time.Second
+	}
+	if c.MaxResponse == 0 {
+		c.MaxResponse = 256 << 10
 	}
 	if c.MaxRetryAfter == 0 {
 		c.MaxRetryAfter = 2 * time.Minute

@@ -24,6 +24,7 @@ type File struct {
 	Backoff       string           `yaml:"backoff"`
 	MaxBackoff    string           `yaml:"max_backoff"`
 	MaxRetryAfter string           `yaml:"max_retry_after"`
+	MaxResponse   int              `yaml:"max_response"`
 	Budget        FileBudget       `yaml:"budget"`
 	Prices        map[string]Price `yaml:"prices"`
 }
@@ -42,7 +43,7 @@ type FileBudget struct {
 func (f File) Config(getenv func(string) string, tools []string) (Config, error) {
 	c := Config{
 		Provider: f.Provider, BaseURL: f.BaseURL, Model: f.Model, System: f.System,
-		MaxTokens: f.MaxTokens, Temperature: f.Temperature, Tools: f.Tools, Retries: f.Retries,
+		MaxTokens: f.MaxTokens, Temperature: f.Temperature, Tools: f.Tools, Retries: f.Retries, MaxResponse: f.MaxResponse,
 		Budget: Budget(f.Budget), Prices: f.Prices,
 	}
 	if f.APIKeyEnv != "" {
