@@ -3,6 +3,8 @@ package driver
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 
 	"github.com/arbiter-run/arbiter/events"
 	"github.com/arbiter-run/arbiter/projector"
@@ -10,12 +12,47 @@ import (
 
 // Decision is what an agent asks for: one tool call. Args are recorded
 // exactly as given, malformed or not, before anything checks them.
+//
+// A decision with Final set is no call: it ends the run as completed,
+// with the answer as its result (recorded like a terminal tool's), and
+// its other fields are ignored.
 type Decision struct {
 	Tool   string
 	Args   json.RawMessage
 	CallID string
 	Reason string
+	Final  *Answer
 }
+
+// Answer is an agent's final answer to a run's input.
+type Answer struct {
+	Text string
+}
+
+// EndError is an error an agent returns to end a run with a reason other
+// than agent_error: [events.ReasonBudgetExceeded] (a reason outside
+// [AgentEndReasons] is recorded as agent_error). Detail says why, for a
+// person.
+type EndError struct {
+	Reason string
+	Detail string
+}
+
+func (e *EndError) Error() string { return e.Reason + ": " + e.Detail }
+
+// AgentEndReasons are the end reasons an agent may give with [EndError].
+var AgentEndReasons = []string{events.ReasonAgentError, events.ReasonBudgetExceeded}
+
+// ErrNotModelEvent is returned by a [Recorder] asked to record an event
+// that is not a model call's.
+var ErrNotModelEvent = errors.New("agents record only model events")
+
+// Recorder appends one model event (see [events.Kind.Model]) to the run
+// the agent decides for, fenced on its tail, and folds it into the
+// driver's view of it. An error wrapping [events.ErrConflict] means
+// another writer moved the run: the agent must return at once, and the
+// driver drops the run.
+type Recorder func(ctx context.Context, kind events.Kind, body any) error
 
 // StepInput is what an agent is handed to decide the next step: the run, the
 // steps and approvals so far, and the tools. Everything in it is a copy: an
@@ -26,10 +63,16 @@ type StepInput struct {
 	Steps     projector.Steps
 	Approvals []projector.Approval
 	Tools     []events.ToolSpec
+	// Model is what the run's model calls came to so far.
+	Model projector.ModelCalls
+	// Record, set by the driver, records the agent's model calls on the
+	// run. It is valid only during the Decide call it was handed to.
+	Record Recorder
 }
 
 // Agent decides the next step of a run. An error fails the run
-// (agent_error); it is the agent's to retry a flaky model before returning.
+// (agent_error, or an [EndError]'s reason); it is the agent's to retry a
+// flaky model before returning.
 type Agent interface {
 	Decide(ctx context.Context, in StepInput) (Decision, error)
 }
@@ -39,3 +82,17 @@ type AgentFunc func(ctx context.Context, in StepInput) (Decision, error)
 
 // Decide calls f.
 func (f AgentFunc) Decide(ctx context.Context, in StepInput) (Decision, error) { return f(ctx, in) }
+
+// endOf is the end an agent's error gives a run.
+func endOf(err error) events.EndBody {
+	var ee *EndError
+	if errors.As(err, &ee) {
+		for _, r := range AgentEndReasons {
+			if ee.Reason == r {
+				return events.EndBody{Reason: r, Detail: ee.Detail}
+			}
+		}
+		return events.EndBody{Reason: events.ReasonAgentError, Detail: fmt.Sprintf("agent gave end reason %q: %s", ee.Reason, ee.Detail)}
+	}
+	return events.EndBody{Reason: events.ReasonAgentError, Detail: err.Error()}
+}

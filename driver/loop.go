@@ -100,11 +100,20 @@ func (d *Driver) advance(ctx context.Context, r *Run, agent Agent) (bool, error)
 		return false, nil
 	}
 	dec, err := d.decide(ctx, r, agent)
+	var rec *recordError
+	if errors.As(err, &rec) {
+		// The run moved under the agent, or the log is gone: nothing may
+		// be recorded for it on this tail.
+		return false, rec.err
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			return false, ctx.Err()
 		}
-		return true, d.append(ctx, r, r.ID(), events.RunFailed, events.EndBody{Reason: events.ReasonAgentError, Detail: err.Error()})
+		return true, d.append(ctx, r, r.ID(), events.RunFailed, endOf(err))
+	}
+	if dec.Final != nil {
+		return true, d.finish(ctx, r, dec.Final.Text)
 	}
 	n := v.Steps.Len() + 1
 	body := d.decidedBody(n, dec)
@@ -148,8 +157,30 @@ func (d *Driver) decide(ctx context.Context, r *Run, agent Agent) (Decision, err
 		in = &fresh
 	}
 	r.next = nil
-	return ask(ctx, agent, *in)
+	var recErr error
+	in.Record = func(ctx context.Context, k events.Kind, body any) error {
+		if !k.Model() {
+			return fmt.Errorf("record %s: %w", k, ErrNotModelEvent)
+		}
+		if err := d.append(ctx, r, r.ID(), k, body); err != nil {
+			recErr = err
+			return err
+		}
+		return nil
+	}
+	dec, err := ask(ctx, agent, *in)
+	if recErr != nil {
+		return Decision{}, &recordError{fmt.Errorf("record the agent's model call: %w", recErr)}
+	}
+	return dec, err
 }
+
+// recordError is a failure to record what the agent asked recorded (its
+// model calls): the drive's error, not the agent's.
+type recordError struct{ err error }
+
+func (e *recordError) Error() string { return e.err.Error() }
+func (e *recordError) Unwrap() error { return e.err }
 
 // ask calls the agent, turning a panic into its error: an agent that
 // chokes on what a model returned fails its run (agent_error), never its
@@ -258,7 +289,7 @@ func (d *Driver) limitHit(v *projector.View) (reason, detail string) {
 // Tools are the copy the clone already made of them.
 func (d *Driver) stepInput(v *projector.View) StepInput {
 	c := v.Clone()
-	return StepInput{Run: c.Run, Steps: c.Steps, Approvals: c.Approvals, Tools: d.shown(v, c.Run.Tools)}
+	return StepInput{Run: c.Run, Steps: c.Steps, Approvals: c.Approvals, Tools: d.shown(v, c.Run.Tools), Model: c.Model}
 }
 
 // shown is tools without those the policy hides (the discovery phase; see

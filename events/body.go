@@ -317,6 +317,7 @@ const (
 	ReasonApprovalExpired  = "approval_expired"
 	ReasonCancelled        = "cancelled"
 	ReasonAgentError       = "agent_error"
+	ReasonBudgetExceeded   = "budget_exceeded"
 )
 
 // OutcomeError is the outcome recorded for a policy evaluation the runtime
@@ -328,7 +329,8 @@ const OutcomeError = "error"
 type EndBody struct {
 	Reason string `json:"reason"`
 	Detail string `json:"detail,omitempty"`
-	// Result is the terminal tool's result, for a finished run.
+	// Result is the terminal tool's result, or the agent's final answer,
+	// for a finished run.
 	Result string `json:"result,omitempty"`
 	// Policy is the evaluation that failed the run, for a run failed as
 	// internal_error by its policy: outcome [OutcomeError], the reason, and
@@ -347,4 +349,82 @@ func HashToolSpec(s ToolSpec) (string, error) {
 	}
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:]), nil
+}
+
+// ModelUsage is what model calls use of a run's budget: calls (attempts),
+// input and output tokens, and spend in nano-USD (10^-9 US dollars), so a
+// price table of dollars per million tokens charges whole numbers.
+type ModelUsage struct {
+	Calls        int   `json:"calls,omitempty"`
+	InputTokens  int64 `json:"input_tokens,omitempty"`
+	OutputTokens int64 `json:"output_tokens,omitempty"`
+	SpendNanoUSD int64 `json:"spend_nano_usd,omitempty"`
+}
+
+// Add returns u plus o.
+func (u ModelUsage) Add(o ModelUsage) ModelUsage {
+	return ModelUsage{
+		Calls:        u.Calls + o.Calls,
+		InputTokens:  u.InputTokens + o.InputTokens,
+		OutputTokens: u.OutputTokens + o.OutputTokens,
+		SpendNanoUSD: u.SpendNanoUSD + o.SpendNanoUSD,
+	}
+}
+
+// SideEffectNone is the side effect every model attempt records: asking a
+// model again has no effect outside the run, so an attempt whose outcome
+// is unknown (its worker died) is charged and asked again, never
+// reconciled.
+const SideEffectNone = "none"
+
+// ModelAttemptBody is the body of [ModelAttempted]. Call numbers a run's
+// model calls from 1 (a call is answered by one reply); Attempt numbers
+// the attempts of one call from 1.
+type ModelAttemptBody struct {
+	Call       int        `json:"call"`
+	Attempt    int        `json:"attempt"`
+	Provider   string     `json:"provider"`
+	Model      string     `json:"model"`
+	Reserve    ModelUsage `json:"reserve"`
+	SideEffect string     `json:"side_effect"`
+}
+
+// ModelToolCall is one tool call of a model's reply; Args holds the
+// arguments exactly as the model sent them.
+type ModelToolCall struct {
+	ID   string `json:"id"`
+	Name string `json:"name"`
+	Args string `json:"args"`
+}
+
+// ModelReplyBody is the body of [ModelReplied]: the reply as the agent
+// reads it (its text, refusal, tool calls and finish reason), what it
+// used, and Response, the reply's body exactly as received.
+type ModelReplyBody struct {
+	Call      int             `json:"call"`
+	Attempt   int             `json:"attempt"`
+	Finish    string          `json:"finish,omitempty"`
+	Text      string          `json:"text,omitempty"`
+	Refusal   string          `json:"refusal,omitempty"`
+	ToolCalls []ModelToolCall `json:"tool_calls,omitempty"`
+	Usage     ModelUsage      `json:"usage"`
+	LatencyMS int64           `json:"latency_ms"`
+	Response  string          `json:"response,omitempty"`
+	// ResponseOmitted is the size of a response body too large to keep
+	// (Response is empty then): the rest of the body is still recorded.
+	ResponseOmitted int `json:"response_omitted,omitempty"`
+}
+
+// ModelFailBody is the body of [ModelFailed]: why the attempt got no
+// usable reply, whether asking again may help, and what it is charged
+// (its whole reservation when the outcome is unknown, a timeout say).
+type ModelFailBody struct {
+	Call         int        `json:"call"`
+	Attempt      int        `json:"attempt"`
+	Status       int        `json:"status,omitempty"`
+	Error        string     `json:"error"`
+	Retryable    bool       `json:"retryable,omitempty"`
+	RetryAfterMS int64      `json:"retry_after_ms,omitempty"`
+	Charge       ModelUsage `json:"charge"`
+	LatencyMS    int64      `json:"latency_ms"`
 }

@@ -48,6 +48,16 @@ const (
 	RunFinished  Kind = "run.finished"
 	RunFailed    Kind = "run.failed"
 	RunCancelled Kind = "run.cancelled"
+	// ModelAttempted records a request to a model before it is sent: which
+	// call and attempt it is and what it reserves of the run's budget.
+	// Body: [ModelAttemptBody].
+	ModelAttempted Kind = "model.attempted"
+	// ModelReplied records a model's reply to the attempt before it.
+	// Body: [ModelReplyBody].
+	ModelReplied Kind = "model.replied"
+	// ModelFailed records an attempt that got no usable reply.
+	// Body: [ModelFailBody].
+	ModelFailed Kind = "model.failed"
 )
 
 // Kinds lists every kind, in the order above.
@@ -55,6 +65,7 @@ var Kinds = []Kind{
 	RunCreated, RunTools, StepDecided, StepPolicy, StepObserved, StepInterrupted,
 	ApprovalRequested, ApprovalGranted, ApprovalDenied, ApprovalExpired, ApprovalRefused,
 	RunFinished, RunFailed, RunCancelled,
+	ModelAttempted, ModelReplied, ModelFailed,
 }
 
 // Valid reports whether k is one of [Kinds].
@@ -70,6 +81,12 @@ func (k Kind) Valid() bool {
 // Terminal reports whether an event of kind k ends its run.
 func (k Kind) Terminal() bool {
 	return k == RunFinished || k == RunFailed || k == RunCancelled
+}
+
+// Model reports whether k records a model call (an agent's, not the
+// driver's): [ModelAttempted], [ModelReplied] or [ModelFailed].
+func (k Kind) Model() bool {
+	return k == ModelAttempted || k == ModelReplied || k == ModelFailed
 }
 
 func (k Kind) check() error {

@@ -241,9 +241,10 @@ func (e *procEnv) close() {
 
 // workerOpts start one worker process.
 type workerOpts struct {
-	crashBefore string // ARBITER_CRASH_BEFORE, "" for none
-	concurrency int    // --concurrency; 0 keeps the default
-	metrics     bool   // serve metrics on a free port
+	crashBefore string   // ARBITER_CRASH_BEFORE, "" for none
+	concurrency int      // --concurrency; 0 keeps the default
+	metrics     bool     // serve metrics on a free port
+	args        []string // more flags
 }
 
 // proc is a running worker process.
@@ -264,7 +265,7 @@ func (e *procEnv) startWorker(bin string, o workerOpts) (*proc, error) {
 	if o.concurrency > 0 {
 		args = append(args, "--concurrency", strconv.Itoa(o.concurrency))
 	}
-	cmd := exec.Command(bin, args...)
+	cmd := exec.Command(bin, append(args, o.args...)...)
 	cmd.Dir = e.dir
 	cmd.Env = []string{}
 	for _, kv := range os.Environ() {

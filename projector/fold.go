@@ -99,6 +99,12 @@ func (v *View) apply(e events.Event, known any) error {
 		return applyBody(v, e, known, v.refused)
 	case events.RunFinished, events.RunFailed, events.RunCancelled:
 		return applyBody(v, e, known, v.ended)
+	case events.ModelAttempted:
+		return applyBody(v, e, known, v.modelAttempted)
+	case events.ModelReplied:
+		return applyBody(v, e, known, v.modelReplied)
+	case events.ModelFailed:
+		return applyBody(v, e, known, v.modelFailed)
 	}
 	return v.errf(e, "unknown kind")
 }

@@ -135,6 +135,8 @@ type View struct {
 	// decision the run recorded (accepted or refused): a worker reads the
 	// decisions after it.
 	Intake uint64
+	// Model is what the run's model calls came to.
+	Model ModelCalls
 }
 
 // Step returns a copy of step n (1-based), or nil.
@@ -192,6 +194,7 @@ func (v View) Clone() View {
 		}
 	}
 	c.Refusals = cloneSlice(v.Refusals)
+	c.Model = v.Model.clone()
 	return c
 }
 

@@ -30,8 +30,10 @@ type ToolResult struct {
 }
 
 // Turn is one step: the model's call and what came of it (Result is nil
-// for a step that has no outcome yet).
+// for a step that has no outcome yet). Text is what the model said with
+// the call (the decision's reason), if anything.
 type Turn struct {
+	Text   string
 	Call   ToolCall
 	Result *ToolResult
 }
@@ -39,19 +41,30 @@ type Turn struct {
 // History renders steps in order. A step whose decision carried no call id
 // gets "step-<n>", so every result can name its call.
 func History(steps projector.Steps) []Turn {
-	out := make([]Turn, 0, steps.Len())
-	for s := range steps.All() {
-		id := s.Decision.CallID
-		if id == "" {
-			id = "step-" + strconv.Itoa(s.N)
-		}
-		t := Turn{Call: ToolCall{ID: id, Name: s.Decision.Tool, Arguments: string(s.Decision.RawArgs())}}
-		if s.Observation != nil {
-			t.Result = result(id, *s.Observation)
-		}
-		out = append(out, t)
+	return From(steps, 0)
+}
+
+// From renders the steps after the first n, in order, as [History] does:
+// a caller that keeps what it rendered before renders only what is new.
+func From(steps projector.Steps, n int) []Turn {
+	out := make([]Turn, 0, max(steps.Len()-n, 0))
+	for i := n; i < steps.Len(); i++ {
+		out = append(out, TurnOf(steps.At(i)))
 	}
 	return out
+}
+
+// TurnOf renders one step.
+func TurnOf(s projector.Step) Turn {
+	id := s.Decision.CallID
+	if id == "" {
+		id = "step-" + strconv.Itoa(s.N)
+	}
+	t := Turn{Text: s.Decision.Reason, Call: ToolCall{ID: id, Name: s.Decision.Tool, Arguments: string(s.Decision.RawArgs())}}
+	if s.Observation != nil {
+		t.Result = result(id, *s.Observation)
+	}
+	return t
 }
 
 func result(id string, o events.ObservedBody) *ToolResult {

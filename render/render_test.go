@@ -53,3 +53,32 @@ func TestHistory_TruncatedResultSaysSo(t *testing.T) {
 		t.Errorf("got %q, want a truncation note", got[0].Result.Content)
 	}
 }
+
+func TestFrom_RendersOnlyTheStepsAfterN(t *testing.T) {
+	steps := projector.StepsOf(
+		step(1, "read", `{"path": "a"}`, "call_A", events.ObsResult, "hello"),
+		step(2, "read", `{"path": "b"}`, "call_B", events.ObsResult, "world"),
+		step(3, "send", `{}`, "call_C", "", ""),
+	)
+	all := render.History(steps)
+	for n := 0; n <= 4; n++ {
+		got := render.From(steps, n)
+		want := all[min(n, len(all)):]
+		if len(got) != len(want) {
+			t.Fatalf("From(%d): got %d turns, want %d", n, len(got), len(want))
+		}
+		for i := range got {
+			if got[i].Call != want[i].Call {
+				t.Errorf("From(%d) turn %d: got %+v, want %+v", n, i, got[i].Call, want[i].Call)
+			}
+		}
+	}
+}
+
+func TestTurnOf_KeepsTheModelsText(t *testing.T) {
+	s := step(1, "read", `{}`, "c", events.ObsResult, "ok")
+	s.Decision.Reason = "reading it first"
+	if got := render.TurnOf(s).Text; got != "reading it first" {
+		t.Errorf("got text %q, want %q", got, "reading it first")
+	}
+}

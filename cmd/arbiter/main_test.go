@@ -615,3 +615,76 @@ func TestApprovals_UnreadableRunDoesNotHideOthers(t *testing.T) {
 		t.Errorf("approvals with an unreadable run: nil error, want one (exit 1)")
 	}
 }
+
+// TestResult_PrintsTheAnswer: a run started with text as its input is
+// handed the text as a JSON string; result says it has not ended, waits
+// for it with --wait, prints its answer, and refuses a failed run.
+func TestResult_PrintsTheAnswer(t *testing.T) {
+	e := newOpsEnv(t)
+	ctx := t.Context()
+	var out bytes.Buffer
+	if err := runStart(ctx, e.args("--agent", "model", "--force", "--input", "What is in notes.txt?", "--id", "r1"), &out); err != nil {
+		t.Fatalf("start: %v", err)
+	}
+	r, err := e.d.Load(ctx, "r1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := string(r.View().Run.Input); got != `"What is in notes.txt?"` {
+		t.Errorf("input %s, want the text as a JSON string", got)
+	}
+	if err := runResult(ctx, e.args("r1"), &out); !errors.Is(err, errNotDone) {
+		t.Fatalf("result of a running run: got %v, want errNotDone", err)
+	}
+	answer := driver.AgentFunc(func(ctx context.Context, in driver.StepInput) (driver.Decision, error) {
+		if err := in.Record(ctx, events.ModelAttempted, events.ModelAttemptBody{Call: 1, Attempt: 1, Provider: "p", Model: "m", SideEffect: events.SideEffectNone}); err != nil {
+			return driver.Decision{}, err
+		}
+		u := events.ModelUsage{Calls: 1, InputTokens: 5, OutputTokens: 3, SpendNanoUSD: 1500}
+		if err := in.Record(ctx, events.ModelReplied, events.ModelReplyBody{Call: 1, Attempt: 1, Finish: "stop", Text: "it says hello", Usage: u}); err != nil {
+			return driver.Decision{}, err
+		}
+		return driver.Decision{Final: &driver.Answer{Text: "it says hello"}}, nil
+	})
+	done := make(chan error, 1)
+	go func() {
+		out.Reset()
+		done <- runResult(ctx, e.args("r1", "--wait", "--poll", "10ms", "--timeout", "30s"), &out)
+	}()
+	if err := e.d.Drive(ctx, r, answer); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("result --wait: %v", err)
+	}
+	if got := out.String(); got != "it says hello\n" {
+		t.Errorf("printed %q, want the answer", got)
+	}
+	out.Reset()
+	if err := runShow(ctx, e.args("r1"), &out); err != nil {
+		t.Fatal(err)
+	}
+	if want := "model: 1 calls (1 replies), 5 input and 3 output tokens, $0.000002"; !strings.Contains(out.String(), want) {
+		t.Errorf("show printed %q, want %q", out.String(), want)
+	}
+
+	if err := runStart(ctx, e.args("--agent", "model", "--force", "--input", `{"task":"x"}`, "--id", "r2"), &out); err != nil {
+		t.Fatal(err)
+	}
+	r2, err := e.d.Load(ctx, "r2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := string(r2.View().Run.Input); got != `{"task":"x"}` {
+		t.Errorf("JSON input %s, want it as given", got)
+	}
+	broke := driver.AgentFunc(func(context.Context, driver.StepInput) (driver.Decision, error) {
+		return driver.Decision{}, errors.New("no model today")
+	})
+	if err := e.d.Drive(ctx, r2, broke); err != nil {
+		t.Fatal(err)
+	}
+	if err := runResult(ctx, e.args("r2"), &out); !errors.Is(err, errRunFailed) || !strings.Contains(err.Error(), "no model today") {
+		t.Errorf("result of a failed run: got %v, want errRunFailed with the detail", err)
+	}
+}

@@ -153,6 +153,10 @@ func runShow(ctx context.Context, args []string, out io.Writer) error {
 	if r.Result != "" {
 		fmt.Fprintf(out, "  result: %s\n", r.Result)
 	}
+	if m := v.Model; m.Replies > 0 || m.Open != nil || m.Used.Calls > 0 {
+		u := m.Charged()
+		fmt.Fprintf(out, "  model: %d calls (%d replies), %d input and %d output tokens, $%.6f\n", u.Calls, m.Replies, u.InputTokens, u.OutputTokens, float64(u.SpendNanoUSD)/1e9)
+	}
 	for s := range v.Steps.All() {
 		line := fmt.Sprintf("  step %d: %s %s", s.N, s.Decision.Tool, clip(string(s.Decision.RawArgs()), 60))
 		if s.Policy != nil {
@@ -346,7 +350,7 @@ func runStart(ctx context.Context, args []string, out io.Writer) error {
 	var who actorFlags
 	c, _, err := setup(ctx, "start", args, func(fs *flag.FlagSet) {
 		fs.StringVar(&agent, "agent", "", "the agent that drives the run (a name in the workers' config)")
-		fs.StringVar(&input, "input", "", "the run's input, as JSON")
+		fs.StringVar(&input, "input", "", "the run's input: JSON, or text (recorded as a JSON string)")
 		fs.StringVar(&id, "id", "", "run id (default: a new ULID)")
 		fs.BoolVar(&force, "force", false, "start the run even when no live worker offers the agent (it fails no_agent unless one appears)")
 		who.register(fs)
@@ -377,7 +381,7 @@ func runStart(ctx context.Context, args []string, out io.Writer) error {
 	}
 	body := events.RunCreatedBody{Agent: agent, Actor: actor, Surface: who.surface}
 	if input != "" {
-		body.Input = json.RawMessage(input)
+		body.Input = inputJSON(input)
 	}
 	ev, err := events.New(id, events.RunCreated, body)
 	if err != nil {
@@ -391,6 +395,60 @@ func runStart(ctx context.Context, args []string, out io.Writer) error {
 	}
 	fmt.Fprintf(out, "started run %s (agent %s)\n", id, agent)
 	return nil
+}
+
+// inputJSON is a run's input from --input: JSON as it is, any other text
+// as a JSON string (what a model agent reads as its task).
+func inputJSON(s string) json.RawMessage {
+	if json.Valid([]byte(s)) {
+		return json.RawMessage(s)
+	}
+	b, _ := json.Marshal(s) // a string always encodes
+	return b
+}
+
+// errNotDone is returned by result for a run that has not ended.
+var errNotDone = errors.New("the run has not ended")
+
+// errRunFailed is returned by result for a run that ended without an
+// answer.
+var errRunFailed = errors.New("the run ended without a result")
+
+func runResult(ctx context.Context, args []string, out io.Writer) error {
+	var wait bool
+	var timeout, every time.Duration
+	c, pos, err := setup(ctx, "result", args, func(fs *flag.FlagSet) {
+		fs.BoolVar(&wait, "wait", false, "wait until the run ends")
+		fs.DurationVar(&timeout, "timeout", 10*time.Minute, "with --wait: the longest wait")
+		fs.DurationVar(&every, "poll", 250*time.Millisecond, "with --wait: how often to read the run")
+	}, "RUN")
+	if err != nil {
+		return err
+	}
+	defer c.close()
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	for {
+		v, _, _, err := fold(ctx, c.log, pos[0])
+		if err != nil {
+			return err
+		}
+		r := v.Run
+		switch {
+		case r.Status == projector.Completed:
+			fmt.Fprintln(out, r.Result)
+			return nil
+		case r.Status.Ended():
+			return fmt.Errorf("run %s %s %s: %s: %w", r.ID, r.Status, r.Reason, r.Detail, errRunFailed)
+		case !wait:
+			return fmt.Errorf("run %s is %s after %d steps: %w (use --wait)", r.ID, r.Status, r.Steps, errNotDone)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("run %s is %s after %d steps: %w", r.ID, r.Status, r.Steps, ctx.Err())
+		case <-time.After(every):
+		}
+	}
 }
 
 func runCancel(ctx context.Context, args []string, out io.Writer) error {

@@ -52,6 +52,15 @@ func summary(e events.Event) string {
 	case events.RunFinished, events.RunFailed, events.RunCancelled:
 		b, _ := events.DecodeBody[events.EndBody](e)
 		return strings.TrimSpace(fmt.Sprintf("%s %s %s", b.Reason, b.Detail, clip(b.Result, 60)))
+	case events.ModelAttempted:
+		b, _ := events.DecodeBody[events.ModelAttemptBody](e)
+		return fmt.Sprintf("call %d attempt %d: %s %s, reserving %d in %d out tokens", b.Call, b.Attempt, b.Provider, b.Model, b.Reserve.InputTokens, b.Reserve.OutputTokens)
+	case events.ModelReplied:
+		b, _ := events.DecodeBody[events.ModelReplyBody](e)
+		return fmt.Sprintf("call %d: %s, %d tool calls, %d in %d out tokens, %d ms: %s", b.Call, b.Finish, len(b.ToolCalls), b.Usage.InputTokens, b.Usage.OutputTokens, b.LatencyMS, clip(b.Text, 50))
+	case events.ModelFailed:
+		b, _ := events.DecodeBody[events.ModelFailBody](e)
+		return fmt.Sprintf("call %d attempt %d: status %d retryable=%t: %s", b.Call, b.Attempt, b.Status, b.Retryable, clip(b.Error, 60))
 	}
 	var v any
 	_ = json.Unmarshal(e.Body, &v)

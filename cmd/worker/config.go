@@ -13,6 +13,7 @@ import (
 	"github.com/arbiter-run/arbiter/driver"
 	"github.com/arbiter-run/arbiter/events"
 	"github.com/arbiter-run/arbiter/mcp"
+	"github.com/arbiter-run/arbiter/model"
 	"github.com/arbiter-run/arbiter/policy"
 	"github.com/arbiter-run/arbiter/rules"
 	"github.com/arbiter-run/arbiter/scripted"
@@ -41,6 +42,8 @@ type Config struct {
 	Limits LimitsConfig `yaml:"limits"`
 	// Agents: scripted agents by name.
 	Agents map[string][]CallConfig `yaml:"agents"`
+	// Models: agents backed by a chat model, by name (see model.File).
+	Models map[string]model.File `yaml:"models"`
 	// Log: stream layout (must match every other worker's).
 	Log LogConfig `yaml:"log"`
 	// MCP: MCP servers whose classified, pinned tools are offered beside
@@ -287,6 +290,27 @@ func (c Config) agents() map[string]driver.Agent {
 		out[name] = script(calls)
 	}
 	return out
+}
+
+// modelAgents builds the model agents of the file, each offered some of
+// tools (the driver's tool names); getenv reads their API keys.
+func (c Config) modelAgents(getenv func(string) string, tools []string) (map[string]driver.Agent, error) {
+	out := map[string]driver.Agent{}
+	for name, f := range c.Models {
+		if _, dup := c.Agents[name]; dup || name == "demo" {
+			return nil, fmt.Errorf("models.%s: an agent of that name is already in agents", name)
+		}
+		mc, err := f.Config(getenv, tools)
+		if err != nil {
+			return nil, fmt.Errorf("models.%s: %w", name, err)
+		}
+		a, err := model.New(mc)
+		if err != nil {
+			return nil, fmt.Errorf("models.%s: %w", name, err)
+		}
+		out[name] = a
+	}
+	return out, nil
 }
 
 func script(calls []CallConfig) driver.Agent {

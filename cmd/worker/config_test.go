@@ -220,3 +220,59 @@ func TestConfig_DeclaringKeepsTheReconcileHook(t *testing.T) {
 		t.Errorf("spec %+v, want the tag", tl.Spec())
 	}
 }
+
+// TestConfig_ModelAgents: a model agent in the file is built with its
+// key from the environment; a spend budget with no price for its model,
+// a tool the worker lacks or an unset key variable is refused at start,
+// naming the agent.
+func TestConfig_ModelAgents(t *testing.T) {
+	c, err := loadConfig(writeConfig(t, `
+models:
+  local:
+    provider: openai
+    base_url: http://127.0.0.1:11434/v1
+    model: llama3.2
+    system: You read files carefully.
+    max_tokens: 512
+    temperature: 0.2
+    tools: [read_file, finish]
+    timeout: 30s
+    budget: {calls: 20, output_tokens: 8000}
+  hosted:
+    provider: anthropic
+    model: claude-x
+    api_key_env: TEST_ANTHROPIC_KEY
+    budget: {spend_usd: 0.5}
+    prices: {claude-x: {input: 3, output: 15}}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	getenv := func(k string) string { return map[string]string{"TEST_ANTHROPIC_KEY": "k"}[k] }
+	tools := []string{"read_file", "finish", "send_email"}
+	agents, err := c.modelAgents(getenv, tools)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if agents["local"] == nil || agents["hosted"] == nil {
+		t.Errorf("agents %v, want local and hosted", agents)
+	}
+	for _, tc := range []struct{ name, text, want string }{
+		{"no price", "models: {m: {provider: openai, model: x, budget: {spend_usd: 1}}}", `models.m: bad model agent config: a spend budget of $1 with no price for model "x"`},
+		{"unknown tool", "models: {m: {provider: openai, model: x, tools: [rm]}}", `models.m: bad model agent config: tools: no tool named "rm"`},
+		{"unset key", "models: {m: {provider: anthropic, model: x, api_key_env: NOT_SET_HERE}}", "models.m: bad model agent config: api_key_env: $NOT_SET_HERE"},
+		{"bad provider", "models: {m: {provider: gemini, model: x}}", `provider "gemini"`},
+		{"name taken", "agents: {m: []}\nmodels: {m: {provider: openai, model: x}}", "models.m: an agent of that name"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := loadConfig(writeConfig(t, tc.text))
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = c.modelAgents(getenv, tools)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("got %v, want an error saying %q", err, tc.want)
+			}
+		})
+	}
+}

@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -72,7 +73,7 @@ flags:
 `)
 		fs.PrintDefaults()
 	}
-	fs.StringVar(&f.config, "config", "", "YAML config file: tools, policy, operators, agents, limits (default: the demo setup)")
+	fs.StringVar(&f.config, "config", "", "YAML config file: tools, policy, operators, agents, models, limits (default: the demo setup)")
 	fs.StringVar(&f.data, "data", "arbiter-data", "data directory of the embedded JetStream and the tools' sandbox")
 	fs.StringVar(&f.listen, "listen", "127.0.0.1:4222", "where the embedded JetStream listens (host:port; empty: in-process only)")
 	fs.StringVar(&f.natsURL, "nats", "", "join this NATS server or cluster instead of starting an embedded one")
@@ -139,8 +140,18 @@ func run(ctx context.Context, f flags, logger *slog.Logger) error {
 			return err
 		}
 	}
+	agents := cfg.agents()
+	var names []string
+	for _, t := range d.Tools() {
+		names = append(names, t.Name)
+	}
+	models, err := cfg.modelAgents(os.Getenv, names)
+	if err != nil {
+		return err
+	}
+	maps.Copy(agents, models)
 	w, err := fleet.NewWorker(fleet.WorkerConfig{
-		Driver: d, Queue: q, Agents: cfg.agents(), Concurrency: f.concurrency, Logger: logger, Metrics: metrics,
+		Driver: d, Queue: q, Agents: agents, Concurrency: f.concurrency, Logger: logger, Metrics: metrics,
 	})
 	if err != nil {
 		return err

@@ -1,0 +1,144 @@
+package model
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/arbiter-run/arbiter/events"
+	"github.com/arbiter-run/arbiter/render"
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/packages/param"
+	"github.com/openai/openai-go/v3/shared"
+)
+
+// openAI speaks Chat Completions.
+type openAI struct {
+	cfg    *Config
+	client openai.Client
+	tools  toolCache
+}
+
+func newOpenAI(cfg *Config) *openAI {
+	opts := []option.RequestOption{option.WithMaxRetries(0), option.WithAPIKey(cfg.APIKey)}
+	if cfg.BaseURL != "" {
+		opts = append(opts, option.WithBaseURL(cfg.BaseURL))
+	}
+	if cfg.HTTPClient != nil {
+		opts = append(opts, option.WithHTTPClient(cfg.HTTPClient))
+	}
+	return &openAI{cfg: cfg, client: openai.NewClient(opts...)}
+}
+
+type openAIConv struct{ messages }
+
+func (p *openAI) start(system, input string) conversation {
+	c := &openAIConv{}
+	c.bytes = len(system) + len(input)
+	if system != "" {
+		c.push(openai.SystemMessage(system))
+	}
+	c.push(openai.UserMessage(input))
+	return c
+}
+
+// add renders each turn as the assistant's message with its one tool
+// call (and the text the model sent with it), then the call's result.
+func (c *openAIConv) add(turns []render.Turn) {
+	for _, t := range turns {
+		call := openai.ChatCompletionMessageToolCallUnionParam{OfFunction: &openai.ChatCompletionMessageFunctionToolCallParam{
+			ID:       t.Call.ID,
+			Function: openai.ChatCompletionMessageFunctionToolCallFunctionParam{Name: t.Call.Name, Arguments: t.Call.Arguments},
+		}}
+		asst := openai.ChatCompletionAssistantMessageParam{ToolCalls: []openai.ChatCompletionMessageToolCallUnionParam{call}}
+		if t.Text != "" {
+			asst.Content.OfString = param.NewOpt(t.Text)
+		}
+		c.push(openai.ChatCompletionMessageParamUnion{OfAssistant: &asst})
+		c.bytes += len(t.Text) + len(t.Call.ID) + len(t.Call.Name) + len(t.Call.Arguments)
+		if t.Result != nil {
+			c.push(openai.ToolMessage(t.Result.Content, t.Result.CallID))
+			c.bytes += len(t.Result.Content)
+		}
+		c.turns++
+	}
+}
+
+// send posts the request as its bytes: the messages encoded once each
+// (see messages), the model, the limits and the tools.
+func (p *openAI) send(ctx context.Context, conv conversation, tools []events.ToolSpec) (events.ModelReplyBody, error) {
+	c := conv.(*openAIConv)
+	if c.err != nil {
+		return events.ModelReplyBody{}, fmt.Errorf("%w: messages: %w", errEncode, c.err)
+	}
+	ts, err := p.tools.get(tools, openAITool)
+	if err != nil {
+		return events.ModelReplyBody{}, fmt.Errorf("%w: tools: %w", errEncode, err)
+	}
+	fields := []string{field("model", p.cfg.Model), field("max_tokens", p.cfg.MaxTokens)}
+	if p.cfg.Temperature != nil {
+		fields = append(fields, field("temperature", *p.cfg.Temperature))
+	}
+	var params openai.ChatCompletionNewParams
+	param.SetJSON(request("messages", &c.messages, ts, fields...), &params)
+	res, err := p.client.Chat.Completions.New(ctx, params)
+	if err != nil {
+		return events.ModelReplyBody{}, err
+	}
+	return openAIReply(res), nil
+}
+
+// openAITool offers a tool as a function, its schema's bytes as they are.
+func openAITool(t events.ToolSpec) any {
+	def := struct {
+		Name        string          `json:"name"`
+		Description string          `json:"description,omitempty"`
+		Parameters  json.RawMessage `json:"parameters"`
+	}{t.Name, t.Description, t.Schema}
+	b, _ := json.Marshal(def) // a name, a description and a stored schema always encode
+	return openai.ChatCompletionFunctionTool(param.Override[shared.FunctionDefinitionParam](json.RawMessage(b)))
+}
+
+// openAIReply reads the first choice: its text, refusal and tool calls,
+// each call's arguments exactly the string the model sent.
+func openAIReply(res *openai.ChatCompletion) events.ModelReplyBody {
+	r := events.ModelReplyBody{
+		Usage:    events.ModelUsage{InputTokens: res.Usage.PromptTokens, OutputTokens: res.Usage.CompletionTokens},
+		Response: res.RawJSON(),
+	}
+	if len(res.Choices) == 0 {
+		r.Finish = "no_choices"
+		return r
+	}
+	ch := res.Choices[0]
+	r.Finish, r.Text, r.Refusal = ch.FinishReason, ch.Message.Content, ch.Message.Refusal
+	if r.Finish == "content_filter" && r.Refusal == "" {
+		r.Refusal = "the provider's content filter stopped the reply"
+	}
+	for _, tc := range ch.Message.ToolCalls {
+		r.ToolCalls = append(r.ToolCalls, events.ModelToolCall{ID: tc.ID, Name: tc.Function.Name, Args: tc.Function.Arguments})
+	}
+	return r
+}
+
+func (p *openAI) classify(err error) failure {
+	var ae *openai.Error
+	if errors.As(err, &ae) {
+		msg := ae.Message
+		if msg == "" {
+			msg = strings.TrimSpace(ae.RawJSON())
+		}
+		if msg == "" {
+			msg = ae.Error()
+		}
+		var h = ae.Response
+		if h == nil {
+			return httpFailure(ae.StatusCode, nil, msg)
+		}
+		return httpFailure(ae.StatusCode, h.Header, msg)
+	}
+	return transportFailure(err)
+}

@@ -1,0 +1,111 @@
+package model
+
+import (
+	"encoding/json"
+	"fmt"
+	"testing"
+
+	"github.com/arbiter-run/arbiter/driver"
+	"github.com/arbiter-run/arbiter/events"
+	"github.com/arbiter-run/arbiter/projector"
+)
+
+func history(n int) projector.Steps {
+	steps := make([]projector.Step, n)
+	for i := range steps {
+		steps[i] = projector.Step{N: i + 1,
+			Decision:    events.StepDecidedBody{Step: i + 1, Tool: "read", Args: fmt.Sprintf(`{"n":%d}`, i+1), CallID: fmt.Sprintf("c%d", i+1)},
+			Observation: &events.ObservedBody{Step: i + 1, Kind: events.ObsResult, Content: "ok"}}
+	}
+	return projector.StepsOf(steps...)
+}
+
+// TestAgent_ConversationRendersOnlyNewSteps: with a run's conversation
+// cached, the next step renders only its own turn, and the messages are
+// the same as rendering every step afresh.
+func TestAgent_ConversationRendersOnlyNewSteps(t *testing.T) {
+	for _, provider := range []string{OpenAI, Anthropic} {
+		a, err := New(Config{Provider: provider, Model: "m", System: "s"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		in := driver.StepInput{Run: projector.Run{ID: "r", Input: json.RawMessage(`"go"`)}, Steps: history(5)}
+		a.convs.put("r", a.conversation(in))
+		in.Steps = history(6)
+		c := a.conversation(in)
+		fresh, err := New(Config{Provider: provider, Model: "m", System: "s"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := fresh.conversation(in)
+		if c.steps() != 6 || c.size() != want.size() {
+			t.Errorf("%s: cached %d steps %d bytes, fresh %d steps %d bytes", provider, c.steps(), c.size(), want.steps(), want.size())
+		}
+		if msgsJSON(t, c) != msgsJSON(t, want) {
+			t.Errorf("%s: cached conversation differs from a fresh one", provider)
+		}
+	}
+}
+
+// BenchmarkConversation is the rendering work of one step at 10, 100 and
+// 1,000 steps of history: with the run's conversation cached (what the
+// agent does), and rendered afresh from the steps (what it avoids).
+func BenchmarkConversation(b *testing.B) {
+	for _, provider := range []string{OpenAI, Anthropic} {
+		for _, n := range []int{10, 100, 1000} {
+			a, err := New(Config{Provider: provider, Model: "m", System: "s"})
+			if err != nil {
+				b.Fatal(err)
+			}
+			prev := driver.StepInput{Run: projector.Run{ID: "r", Input: json.RawMessage(`"go"`)}, Steps: history(n)}
+			next := prev
+			next.Steps = history(n + 1)
+			b.Run(fmt.Sprintf("%s/history=%d/cached", provider, n), func(b *testing.B) {
+				base := a.conversation(prev)
+				b.ReportAllocs()
+				b.ResetTimer()
+				for range b.N {
+					b.StopTimer()
+					a.convs.put("r", spare(base))
+					b.StartTimer()
+					a.conversation(next)
+				}
+			})
+			b.Run(fmt.Sprintf("%s/history=%d/fresh", provider, n), func(b *testing.B) {
+				b.ReportAllocs()
+				for range b.N {
+					a.convs.take("r")
+					a.conversation(next)
+				}
+			})
+		}
+	}
+}
+
+func msgsJSON(t *testing.T, c conversation) string {
+	t.Helper()
+	switch c := c.(type) {
+	case *openAIConv:
+		return string(c.buf)
+	case *anthropicConv:
+		return c.system + string(c.buf)
+	}
+	t.Fatalf("unknown conversation %T", c)
+	return ""
+}
+
+// spare copies c with room for more messages, as a conversation that
+// has grown by appends has.
+func spare(c conversation) conversation {
+	switch c := c.(type) {
+	case *openAIConv:
+		d := *c
+		d.buf = append(make([]byte, 0, 2*len(c.buf)+4096), c.buf...)
+		return &d
+	case *anthropicConv:
+		d := *c
+		d.buf = append(make([]byte, 0, 2*len(c.buf)+4096), c.buf...)
+		return &d
+	}
+	panic("unknown conversation")
+}
