@@ -326,13 +326,15 @@ func (w *Worker) expiryDue(r *driver.Run, msg jetstream.Msg) bool {
 
 func (w *Worker) keep(ctx context.Context, r *driver.Run) {
 	if r.View().Run.Status.Ended() {
-		// Nobody drives an ended run again: no view to keep in memory,
-		// but the snapshot is brought to the end, never left at a point
-		// the run has passed.
+		// Nobody drives an ended run again: no view to keep. Its snapshot
+		// may stay at a point the run has passed; that costs a longer read
+		// if the run is ever loaded, never a wrong view, because a read
+		// from a snapshot goes on to the run's last message and verifies
+		// every event on the way (events.Log.Since).
 		w.cache.drop(r.ID())
-	} else {
-		w.cache.put(r)
+		return
 	}
+	w.cache.put(r)
 	if err := w.q.Save(ctx, r); err != nil {
 		w.log.Warn("snapshot", "run", r.ID(), "err", err)
 	}

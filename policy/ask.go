@@ -49,10 +49,9 @@ var ErrNoVerdict = errors.New("policy gave no usable answer")
 // [projector.View.Clone]). A panic in p is caught and becomes the verdict's
 // error: one bad policy call fails its run, never its worker.
 func Ask(ctx context.Context, p Policy, req Request, view projector.View) Verdict {
-	id := ID(p)
 	dec, err := evaluate(ctx, p, req.Copy(), view)
 	fail := func(format string, a ...any) Verdict {
-		return Verdict{Err: fmt.Errorf("%w: policy %q on step %d: %s", ErrNoVerdict, id, req.Step, fmt.Sprintf(format, a...))}
+		return Verdict{Err: fmt.Errorf("%w: policy %q on step %d: %s", ErrNoVerdict, ID(p), req.Step, fmt.Sprintf(format, a...))}
 	}
 	switch {
 	case err != nil:
