@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -361,6 +362,20 @@ func backoff(n uint64) time.Duration {
 		d *= 2
 	}
 	return min(d, time.Minute)
+}
+
+// Stalled lists the runs whose last drive on this worker failed (an append
+// the server did not take, a read that failed) and that wait to be retried,
+// sorted: what the worker's /healthz shows.
+func (w *Worker) Stalled() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := make([]string, 0, len(w.stalled))
+	for id := range w.stalled {
+		out = append(out, id)
+	}
+	sort.Strings(out)
+	return out
 }
 
 // markStalled keeps the stalled gauge: run's last drive failed or not.

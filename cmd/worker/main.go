@@ -135,11 +135,6 @@ func run(ctx context.Context, f flags, logger *slog.Logger) error {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics := fleet.NewMetrics(reg)
 	d.SetHooks(faultHook(logger), metrics.OnAppend)
-	if f.metrics != "" {
-		if err := serveMetrics(ctx, f.metrics, reg, nc, logger); err != nil {
-			return err
-		}
-	}
 	agents := cfg.agents()
 	var names []string
 	for _, t := range d.Tools() {
@@ -155,6 +150,11 @@ func run(ctx context.Context, f flags, logger *slog.Logger) error {
 	})
 	if err != nil {
 		return err
+	}
+	if f.metrics != "" {
+		if err := serveMetrics(ctx, f.metrics, reg, nc, w.Stalled, logger); err != nil {
+			return err
+		}
 	}
 	logger.Info("worker running", "pid", os.Getpid(), "concurrency", f.concurrency, "policy", fmt.Sprint(d.PolicyID()), "tools", len(d.Tools()))
 	err = w.Run(ctx)
@@ -325,7 +325,7 @@ func attach(ctx context.Context, js jetstream.JetStream, lc events.Config, fc fl
 	return log, q, nil
 }
 
-func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry, nc *nats.Conn, logger *slog.Logger) error {
+func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry, nc *nats.Conn, stalled func() []string, logger *slog.Logger) error {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -334,6 +334,11 @@ func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry, nc
 			return
 		}
 		fmt.Fprintln(w, "ok")
+		// Runs this worker could not append to on its last try: they are
+		// retried with backoff (arbiter_runs_stalled counts them).
+		if ids := stalled(); len(ids) > 0 {
+			fmt.Fprintf(w, "stalled runs (%d): %s\n", len(ids), strings.Join(ids, " "))
+		}
 	})
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
