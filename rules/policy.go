@@ -75,7 +75,7 @@ func (p *Policy) Evaluate(ctx context.Context, req policy.Request, view projecto
 			continue
 		}
 		if parts == nil {
-			parts = make([]events.PolicyPart, 0, 8)
+			parts = make([]events.PolicyPart, 0, 4)
 		}
 		parts = append(parts, v.part)
 		if !v.decides {
