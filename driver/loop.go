@@ -295,7 +295,7 @@ func (d *Driver) stepInput(v *projector.View) StepInput {
 // shown is tools without those the policy hides (the discovery phase; see
 // [policy.Discoverer]).
 func (d *Driver) shown(v *projector.View, tools []events.ToolSpec) []events.ToolSpec {
-	if _, ok := d.policy.(policy.Discoverer); !ok {
+	if !policy.Discovers(d.policy) {
 		return tools
 	}
 	pv := v.Clone()
@@ -355,7 +355,7 @@ func (d *Driver) judge(ctx context.Context, run string, v *projector.View, n int
 	if ct == nil {
 		return refuse(events.ObsUnknownTool, fmt.Sprintf("no tool named %q (tools: %s)", s.Decision.Tool, d.toolNames()))
 	}
-	if _, ok := d.policy.(policy.Discoverer); ok && !policy.Visible(d.policy, ct.Record, v.Clone()) {
+	if policy.Discovers(d.policy) && !policy.Visible(d.policy, ct.Record, v.Clone()) {
 		// A hidden tool is refused as if it did not exist: the agent is
 		// told nothing about it.
 		var names []string

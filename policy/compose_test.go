@@ -191,3 +191,22 @@ func TestCompose_VisibleOnlyWhenEveryMemberShows(t *testing.T) {
 type namedHider struct{ hider }
 
 func (namedHider) PolicyID() string { return "named hider" }
+
+// quiet is a Discoverer that says it hides nothing.
+type quiet struct{ namedHider }
+
+func (quiet) Discovers() bool { return false }
+
+func TestDiscovers(t *testing.T) {
+	var n int
+	h := namedHider{hider{fixed: fixed{calls: &n}, hide: "x"}}
+	q := quiet{h}
+	if policy.Discovers(policy.DefaultSideEffects()) || !policy.Discovers(h) || policy.Discovers(q) {
+		t.Error("Discovers: want false for a policy that is no Discoverer or says so, true for a Discoverer")
+	}
+	c1, _ := policy.Compose(member("a", policy.Allow, &n), q)
+	c2, _ := policy.Compose(member("a", policy.Allow, &n), q, h)
+	if policy.Discovers(c1) || !policy.Discovers(c2) {
+		t.Error("Composed.Discovers: want true only when a member discovers")
+	}
+}

@@ -15,6 +15,19 @@ type Discoverer interface {
 	Visible(tool events.ToolSpec, view projector.View) bool
 }
 
+// Discovers reports whether p may hide any tool: it is a [Discoverer], and
+// unless it says otherwise with a Discovers method of its own (a rules file
+// with no discovery phase hides nothing, and the runtime then skips asking).
+func Discovers(p Policy) bool {
+	if _, ok := p.(Discoverer); !ok {
+		return false
+	}
+	if d, ok := p.(interface{ Discovers() bool }); ok {
+		return d.Discovers()
+	}
+	return true
+}
+
 // Visible reports whether p shows tool: true unless p is a [Discoverer]
 // that hides it.
 func Visible(p Policy, tool events.ToolSpec, view projector.View) bool {
@@ -23,6 +36,16 @@ func Visible(p Policy, tool events.ToolSpec, view projector.View) bool {
 }
 
 var _ Discoverer = (*Composed)(nil)
+
+// Discovers reports whether any member may hide a tool.
+func (c *Composed) Discovers() bool {
+	for _, m := range c.members {
+		if Discovers(m) {
+			return true
+		}
+	}
+	return false
+}
 
 // Visible shows a tool only when every member shows it.
 func (c *Composed) Visible(tool events.ToolSpec, view projector.View) bool {

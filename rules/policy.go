@@ -75,7 +75,7 @@ func (p *Policy) Evaluate(ctx context.Context, req policy.Request, view projecto
 			continue
 		}
 		if parts == nil {
-			parts = make([]events.PolicyPart, 0, 8)
+			parts = make([]events.PolicyPart, 0, 4)
 		}
 		parts = append(parts, v.part)
 		if !v.decides {
@@ -374,6 +374,17 @@ func (r *compiledRule) approval(req policy.Request) (*policy.Approval, error) {
 }
 
 var _ policy.Discoverer = (*Policy)(nil)
+
+// Discovers reports whether any enabled policy of the file runs in the
+// discovery phase: one that does not hides nothing.
+func (p *Policy) Discovers() bool {
+	for _, cp := range p.policies {
+		if cp.spec.On() && cp.spec.HasPhase(PhaseDiscovery) {
+			return true
+		}
+	}
+	return false
+}
 
 // Visible is the discovery phase: a tool is hidden when a rule of an
 // enabled policy whose phases include discovery, in scope, targets it (by

@@ -366,3 +366,12 @@ func TestPolicy_RateLimitPerRunHour(t *testing.T) {
 		t.Errorf("%d cases, want 7", len(res))
 	}
 }
+
+func TestPolicy_DiscoversOnlyWithADiscoveryPhase(t *testing.T) {
+	without := mustParse(t, minimal)
+	with := mustParse(t, strings.Replace(minimal, "    enforcement", "    phases: [discovery, invocation]\n    enforcement", 1))
+	off := mustParse(t, strings.Replace(minimal, "    enforcement", "    enabled: false\n    phases: [discovery]\n    enforcement", 1))
+	if policy.Discovers(without) || !policy.Discovers(with) || policy.Discovers(off) {
+		t.Error("Discovers: want true only for an enabled policy with a discovery phase")
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"github.com/arbiter-run/arbiter/driver"
 	"github.com/arbiter-run/arbiter/events"
 	"github.com/arbiter-run/arbiter/policy"
+	"github.com/arbiter-run/arbiter/projector"
 	"github.com/arbiter-run/arbiter/rules"
 	"github.com/arbiter-run/arbiter/testkit"
 	"github.com/arbiter-run/arbiter/toolbox"
@@ -274,5 +275,28 @@ models:
 				t.Errorf("got %v, want an error saying %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestConfig_ShadowSpendsNoFleetQuota: the shadow policy is given no fleet
+// counter, so its per: fleet rules deny (recorded, never enforced) rather
+// than count calls against the fleet's limit.
+func TestConfig_ShadowSpendsNoFleetQuota(t *testing.T) {
+	c, err := loadConfig(writeConfig(t, "policy:\n  shadow: ../../examples/policies/api-rate-limit.yaml\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := c.shadow()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tool := events.ToolSpec{Name: "github_list", SideEffect: events.ReadOnly}
+	v := projector.View{Run: projector.Run{ID: "r", Tools: []events.ToolSpec{tool}}}
+	d, err := p.Evaluate(t.Context(), policy.Request{Run: "r", Step: 1, Tool: tool, Args: []byte(`{}`)}, v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Outcome != policy.Deny || !strings.Contains(d.Reason, rules.ErrNoWindows.Error()) {
+		t.Errorf("shadow fleet rule: %s %q, want deny for want of a counter", d.Outcome, d.Reason)
 	}
 }
