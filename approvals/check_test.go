@@ -1,6 +1,8 @@
 package approvals_test
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"testing"
 	"time"
@@ -16,10 +18,19 @@ func decided(d events.DecisionBody, expires *time.Time) *projector.Approval {
 	if d.Decision == events.Deny {
 		state = projector.Denied
 	}
+	if d.Received.IsZero() {
+		d.Received = signedAt.Add(time.Second)
+	}
 	return &projector.Approval{
 		ApprovalRequest: events.ApprovalRequest{ID: testApproval, Kind: "publication", Hash: testHash, ExpiresAt: expires},
 		Step:            1, State: state, Decision: &d, DecisionEvent: "01JDECISION",
+		Requested: signedAt.Add(-time.Minute),
 	}
+}
+
+// check is approvals.CheckRecorded with the default skew.
+func check(ops approvals.Operators, a *projector.Approval) error {
+	return approvals.CheckRecorded(ops, testRun, a, approvals.DefaultSkew)
 }
 
 func TestCheck_AcceptsAVerifiedTimelyDecision(t *testing.T) {
@@ -27,17 +38,31 @@ func TestCheck_AcceptsAVerifiedTimelyDecision(t *testing.T) {
 	ops := approvals.Operators{pub: "alice"}
 	later := signedAt.Add(time.Minute)
 	for _, decision := range []string{events.Grant, events.Deny} {
-		if err := approvals.Check(ops, testRun, decided(signGrant(t, kp, decision), &later)); err != nil {
+		if err := check(ops, decided(signGrant(t, kp, decision), &later)); err != nil {
 			t.Errorf("Check(%s before expiry) = %v, want nil", decision, err)
 		}
-		if err := approvals.Check(ops, testRun, decided(signGrant(t, kp, decision), nil)); err != nil {
+		if err := check(ops, decided(signGrant(t, kp, decision), nil)); err != nil {
 			t.Errorf("Check(%s, no expiry) = %v, want nil", decision, err)
 		}
 	}
-	// Signed exactly at the expiry is still in time: it expires after.
+	// Signed and received exactly at the expiry is still in time: it
+	// expires after.
 	at := signedAt
-	if err := approvals.Check(ops, testRun, decided(signGrant(t, kp, events.Grant), &at)); err != nil {
-		t.Errorf("Check(signed at the expiry instant) = %v, want nil", err)
+	d := signGrant(t, kp, events.Grant)
+	d.Received = at
+	if err := check(ops, decided(d, &at)); err != nil {
+		t.Errorf("Check(signed and received at the expiry instant) = %v, want nil", err)
+	}
+	// Within the skew either side.
+	early := decided(signGrant(t, kp, events.Grant), nil)
+	early.Requested = signedAt.Add(approvals.DefaultSkew)
+	if err := check(ops, early); err != nil {
+		t.Errorf("Check(signed one skew before the request) = %v, want nil", err)
+	}
+	ahead := signGrant(t, kp, events.Grant)
+	ahead.Received = signedAt.Add(-approvals.DefaultSkew)
+	if err := check(ops, decided(ahead, nil)); err != nil {
+		t.Errorf("Check(signed one skew after receipt) = %v, want nil", err)
 	}
 }
 
@@ -65,6 +90,45 @@ func TestCheck_Refusals(t *testing.T) {
 		{"denial after expiry", func() *projector.Approval {
 			return decided(signGrant(t, kp, events.Deny), &earlier)
 		}, approvals.ErrExpired},
+		{"signed before the request existed", func() *projector.Approval {
+			a := decided(signGrant(t, kp, events.Grant), nil)
+			a.Requested = signedAt.Add(approvals.DefaultSkew + time.Nanosecond)
+			return a
+		}, approvals.ErrSignedBeforeRequest},
+		{"dated 100 years ahead, no expiry", func() *projector.Approval {
+			d, err := approvals.Sign(kp, testRun, testApproval, testHash, events.Grant, "", signedAt.AddDate(100, 0, 0))
+			if err != nil {
+				t.Fatal(err)
+			}
+			d.Received = signedAt
+			return decided(d, nil)
+		}, approvals.ErrSignedAfterReceipt},
+		{"backdated under the expiry, received after it", func() *projector.Approval {
+			expires := signedAt.Add(time.Second)
+			d := signGrant(t, kp, events.Grant)
+			d.Received = expires.Add(time.Nanosecond)
+			return decided(d, &expires)
+		}, approvals.ErrExpired},
+		{"no time of receipt", func() *projector.Approval {
+			a := decided(signGrant(t, kp, events.Grant), nil)
+			a.Decision.Received = time.Time{}
+			return a
+		}, approvals.ErrNotReceived},
+		{"a denial recorded as a grant", func() *projector.Approval {
+			a := decided(signGrant(t, kp, events.Deny), nil)
+			a.State = projector.Granted
+			return a
+		}, approvals.ErrBadDecision},
+		{"a grant recorded as a denial", func() *projector.Approval {
+			a := decided(signGrant(t, kp, events.Grant), nil)
+			a.State = projector.Denied
+			return a
+		}, approvals.ErrBadDecision},
+		{"names another approval", func() *projector.Approval {
+			a := decided(signGrant(t, kp, events.Grant), nil)
+			a.ID = "01JOTHERAPPROVAL"
+			return a
+		}, approvals.ErrNoApproval},
 		{"pending, no decision", func() *projector.Approval {
 			a := decided(signGrant(t, kp, events.Grant), nil)
 			a.State, a.Decision = projector.Pending, nil
@@ -108,7 +172,7 @@ func TestCheck_Refusals(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			err := approvals.Check(ops, testRun, tt.a())
+			err := check(ops, tt.a())
 			if !errors.Is(err, tt.want) {
 				t.Errorf("Check = %v, want %v", err, tt.want)
 			}
@@ -133,6 +197,34 @@ func TestExpired(t *testing.T) {
 	for _, tt := range tests {
 		if got := approvals.Expired(tt.a, tt.now); got != tt.want {
 			t.Errorf("Expired(%s) = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}
+
+// TestParseDecision_Refusals: what an operator publishes is decoded through
+// the JSON boundary, strictly: a key folded onto another (which
+// encoding/json would decode into the same field), an unknown field, or a
+// time of receipt the operator has no business setting is refused.
+func TestParseDecision_Refusals(t *testing.T) {
+	kp, _ := newOperator(t)
+	good, err := json.Marshal(signGrant(t, kp, events.Grant))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, err := approvals.ParseDecision(good); err != nil || d.Decision != events.Grant {
+		t.Fatalf("ParseDecision(a signed grant) = %+v, %v", d, err)
+	}
+	swap := func(old, new string) []byte { return bytes.Replace(good, []byte(old), []byte(new), 1) }
+	for name, data := range map[string][]byte{
+		"folded key":    swap(`"decision":"grant"`, `"decision":"grant","Decision":"deny"`),
+		"unknown field": swap(`"decision":"grant"`, `"decision":"grant","extra":1`),
+		"received set":  swap(`"decision":"grant"`, `"decision":"grant","received":"2030-01-01T00:00:00Z"`),
+		"intake set":    swap(`"decision":"grant"`, `"decision":"grant","intake":7`),
+		"not JSON":      []byte(`{"decision":`),
+		"two values":    append(append([]byte{}, good...), good...),
+	} {
+		if _, err := approvals.ParseDecision(data); !errors.Is(err, approvals.ErrMalformedDecision) {
+			t.Errorf("ParseDecision(%s) = %v, want ErrMalformedDecision", name, err)
 		}
 	}
 }

@@ -2,13 +2,15 @@ package approvals
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
+	"os"
+	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/arbiter-run/arbiter/events"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -24,103 +26,192 @@ type Notice struct {
 	Err error
 }
 
+// WatchPoll is how long a watcher that has read every approval event
+// stored waits before asking again.
+const WatchPoll = 200 * time.Millisecond
+
+// ErrState marks a watcher state file that cannot be used: unreadable,
+// malformed, or written for another log layout.
+var ErrState = errors.New("watch state")
+
 // Watch calls fn for every approval event of every run (requested, granted,
 // denied, expired, refused), in order per shard, until ctx is done or fn
-// returns an error.
+// returns an error. It reads with batch direct gets filtered to approval
+// subjects, asking again every [WatchPoll] once caught up: it needs no
+// consumer on the server, so an operator's NATS user needs no consumer API
+// (ADR 0008).
 //
-// With a durable name, the subscription is a durable consumer per shard
-// ("<durable>_<k>"): a watcher started after an approval was requested still
-// receives it, and one that restarts resumes after the last event it
-// acknowledged, so each event is delivered once to a watcher that handled it
-// (fn returned nil). Without one, Watch reads every approval event from the
-// start of the log and keeps following.
-func Watch(ctx context.Context, log *events.Log, durable string, fn func(Notice) error) error {
-	js := log.JetStream()
+// With a state file, the watcher is durable: the file keeps, per shard, the
+// stream sequence of the last event fn handled (returned nil for), written
+// after each one. A watcher started after an approval was requested still
+// receives it, and one that restarts with the same file resumes after the
+// last event it handled, so each event is handed once to a watcher that
+// handled it (an event whose fn failed is handed again on restart). The file
+// is created when missing; one that is malformed or was written for a log
+// with another layout is an error wrapping [ErrState]. Without a state file
+// Watch reads every approval event from the start of the log and keeps
+// following.
+func Watch(ctx context.Context, log *events.Log, state string, fn func(Notice) error) error {
+	pos, err := loadPosition(state, log)
+	if err != nil {
+		return err
+	}
 	filters := log.ApprovalFilters()
 	errc := make(chan error, len(filters))
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	for k, filter := range filters {
-		stream := log.StreamName(k)
-		var cons jetstream.Consumer
-		var err error
-		if durable == "" {
-			cons, err = js.OrderedConsumer(ctx, stream, jetstream.OrderedConsumerConfig{FilterSubjects: []string{filter}})
-		} else {
-			cons, err = js.CreateOrUpdateConsumer(ctx, stream, jetstream.ConsumerConfig{
-				Durable: durable + "_" + strconv.Itoa(k), FilterSubject: filter,
-				AckPolicy: jetstream.AckExplicitPolicy, DeliverPolicy: jetstream.DeliverAllPolicy, MaxDeliver: -1,
-			})
-		}
-		if err != nil {
-			return fmt.Errorf("watch approvals on %s: %w", stream, err)
-		}
-		go func() { errc <- consume(ctx, log, cons, stream, durable != "", fn) }()
+		go func() { errc <- watchShard(ctx, log, pos, k, filter, fn) }()
 	}
+	var first error
 	for range filters {
-		if err := <-errc; err != nil && !errors.Is(err, context.Canceled) {
+		if err := <-errc; err != nil && first == nil && !errors.Is(err, context.Canceled) {
+			first = err
 			cancel()
-			return err
 		}
+	}
+	return first
+}
+
+func watchShard(ctx context.Context, log *events.Log, pos *position, k int, filter string, fn func(Notice) error) error {
+	stream := log.StreamName(k)
+	s, err := log.JetStream().Stream(ctx, stream)
+	if err != nil {
+		return fmt.Errorf("watch approvals on %s: %w", stream, err)
+	}
+	next := pos.after(k) + 1
+	idle := false
+	for {
+		// A filtered get costs the server a look at everything stored after
+		// next: once idle, move next past what is known to hold no
+		// approval event. Only on one replica, whose info and gets agree;
+		// a follower answering a get may lag the leader's info.
+		var stored uint64
+		if idle {
+			if info, err := s.Info(ctx); err == nil && info.Config.Replicas == 1 {
+				stored = info.State.LastSeq
+			}
+		}
+		msgs, err := log.GetBatch(ctx, stream, next, 1024, filter)
 		if ctx.Err() != nil {
 			return nil
 		}
-	}
-	return nil
-}
-
-func consume(ctx context.Context, log *events.Log, cons jetstream.Consumer, stream string, durable bool, fn func(Notice) error) error {
-	next := func() (jetstream.Msg, error) { return cons.Next(jetstream.FetchMaxWait(time.Second)) }
-	if !durable {
-		it, err := cons.Messages()
 		if err != nil {
-			return fmt.Errorf("watch approvals on %s: %w", stream, err)
+			return fmt.Errorf("watch approvals on %s from %d: %w", stream, next, err)
 		}
-		defer it.Stop()
-		go func() { <-ctx.Done(); it.Stop() }()
-		next = func() (jetstream.Msg, error) { return it.Next() }
-	}
-	for {
-		// A durable watcher takes one message at a time, so a message its
-		// handler refused is redelivered at once, not after AckWait.
-		m, err := next()
-		switch {
-		case ctx.Err() != nil:
-			return nil
-		case durable && errors.Is(err, nats.ErrTimeout):
+		for _, m := range msgs {
+			if err := fn(notice(log, m, stream)); err != nil {
+				return err
+			}
+			// Saved even when fn has just cancelled the watch: the event
+			// was handled.
+			if err := pos.handled(k, m.Sequence); err != nil {
+				return err
+			}
+			next = m.Sequence + 1
+		}
+		if idle = len(msgs) == 0; !idle {
 			continue
-		case err != nil:
-			return fmt.Errorf("watch approvals on %s: %w", stream, err)
 		}
-		n := notice(log, m, stream)
-		if err := fn(n); err != nil {
-			if durable {
-				_ = m.Nak()
-			}
-			return err
-		}
-		if durable {
-			// Ack even when fn has just cancelled the watch: the event was
-			// handled.
-			actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-			err := m.DoubleAck(actx)
-			cancel()
-			if err != nil && ctx.Err() == nil {
-				return fmt.Errorf("watch approvals on %s: ack: %w", stream, err)
-			}
+		next = max(next, stored+1)
+		t := time.NewTimer(WatchPoll)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return nil
 		}
 	}
 }
 
-func notice(log *events.Log, m jetstream.Msg, stream string) Notice {
-	n := Notice{Subject: m.Subject(), Stream: stream}
-	if md, err := m.Metadata(); err == nil {
-		n.StreamSeq = md.Sequence.Stream
-	}
-	ev, err := events.Decode(m.Data())
+func notice(log *events.Log, m *jetstream.RawStreamMsg, stream string) Notice {
+	n := Notice{Subject: m.Subject, Stream: stream, StreamSeq: m.Sequence}
+	ev, err := events.Decode(m.Data)
 	if err == nil {
-		err = log.CheckSubject(m.Subject(), ev)
+		err = log.CheckSubject(m.Subject, ev)
 	}
 	n.Event, n.Err = ev, err
 	return n
+}
+
+// position is a durable watcher's place in each shard, and the file it is
+// kept in (none: nothing is kept).
+type position struct {
+	path string
+	mu   sync.Mutex
+	st   stateFile
+}
+
+// stateFile is the file's content. Stream and Shards say which log layout
+// the sequences belong to: they mean nothing in another.
+type stateFile struct {
+	Stream string   `json:"stream"`
+	Shards int      `json:"shards"`
+	Seqs   []uint64 `json:"seqs"`
+}
+
+func loadPosition(path string, log *events.Log) (*position, error) {
+	cfg := log.Config()
+	p := &position{path: path, st: stateFile{Stream: cfg.Stream, Shards: cfg.Shards, Seqs: make([]uint64, cfg.Shards)}}
+	if path == "" {
+		return p, nil
+	}
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return p, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w %s: %w", ErrState, path, err)
+	}
+	var st stateFile
+	if err := json.Unmarshal(b, &st); err != nil {
+		return nil, fmt.Errorf("%w %s: not a watch state file: %w", ErrState, path, err)
+	}
+	if st.Stream != cfg.Stream || st.Shards != cfg.Shards || len(st.Seqs) != cfg.Shards {
+		return nil, fmt.Errorf("%w %s: written for stream %q with %d shards (%d positions), the log is %q with %d shards: use another file",
+			ErrState, path, st.Stream, st.Shards, len(st.Seqs), cfg.Stream, cfg.Shards)
+	}
+	p.st = st
+	return p, nil
+}
+
+func (p *position) after(k int) uint64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.st.Seqs[k]
+}
+
+// handled records that shard k's event at seq was handled, and writes the
+// file: to a temporary file first, synced, then renamed over the old one,
+// so a crash leaves the old position or the new one, never a torn file.
+func (p *position) handled(k int, seq uint64) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.st.Seqs[k] = seq
+	if p.path == "" {
+		return nil
+	}
+	b, err := json.Marshal(p.st)
+	if err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(p.path), filepath.Base(p.path)+".*")
+	if err != nil {
+		return fmt.Errorf("save watch state %s: %w", p.path, err)
+	}
+	_, err = tmp.Write(append(b, '\n'))
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), p.path)
+	}
+	if err != nil {
+		os.Remove(tmp.Name())
+		return fmt.Errorf("save watch state %s: %w", p.path, err)
+	}
+	return nil
 }

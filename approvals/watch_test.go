@@ -2,8 +2,12 @@ package approvals_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -24,6 +28,7 @@ type watchEnv struct {
 	log *events.Log
 	d   *driver.Driver
 	kp  nkeys.KeyPair
+	dir string // where durable watchers keep their state files
 }
 
 func newWatchEnv(t *testing.T, cfg events.Config) *watchEnv {
@@ -39,7 +44,7 @@ func newWatchEnv(t *testing.T, cfg events.Config) *watchEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &watchEnv{log: log, d: d, kp: kp}
+	return &watchEnv{log: log, d: d, kp: kp, dir: t.TempDir()}
 }
 
 // runIDs returns n run ids, covering every shard of the log when n allows.
@@ -109,14 +114,24 @@ type watcher struct {
 	done    chan error
 }
 
+// state is the state file of the durable watcher named durable ("" for a
+// watcher that keeps none).
+func (e *watchEnv) state(durable string) string {
+	if durable == "" {
+		return ""
+	}
+	return filepath.Join(e.dir, durable+".json")
+}
+
 // watch starts a watcher; fn, when set, is called after a notice is kept
 // and its error returned to Watch.
 func (e *watchEnv) watch(t *testing.T, durable string, fn func(context.CancelFunc, approvals.Notice) error) *watcher {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	w := &watcher{stop: cancel, done: make(chan error, 1)}
+	state := e.state(durable)
 	go func() {
-		w.done <- approvals.Watch(ctx, e.log, durable, func(n approvals.Notice) error {
+		w.done <- approvals.Watch(ctx, e.log, state, func(n approvals.Notice) error {
 			w.mu.Lock()
 			w.notices = append(w.notices, n)
 			w.mu.Unlock()
@@ -225,28 +240,43 @@ func (e *watchEnv) wantNotices(t *testing.T, got []approvals.Notice, want ...str
 	}
 }
 
-// settled waits until the durable watcher has acknowledged everything it was
-// delivered on every shard.
-func (e *watchEnv) settled(t *testing.T, durable string) {
+// settled checks that the durable watcher's state file holds, for every
+// shard, the stream sequence of the last notice it was handed there (the
+// watcher must be closed: Watch writes the file before it returns).
+func (e *watchEnv) settled(t *testing.T, durable string, got []approvals.Notice) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	want := make([]uint64, e.log.Config().Shards)
+	for _, n := range got {
+		k := e.log.Shard(n.Event.Run)
+		want[k] = max(want[k], n.StreamSeq)
+	}
+	b, err := os.ReadFile(e.state(durable))
+	if err != nil {
+		t.Fatalf("state file of %s: %v", durable, err)
+	}
+	var st struct{ Seqs []uint64 }
+	if err := json.Unmarshal(b, &st); err != nil {
+		t.Fatalf("state file of %s: %v", durable, err)
+	}
+	if !slices.Equal(st.Seqs, want) {
+		t.Errorf("state file of %s holds %v, want %v (%s)", durable, st.Seqs, want, b)
+	}
+}
+
+// noConsumers checks that watching left no consumer on any runs stream.
+func (e *watchEnv) noConsumers(t *testing.T) {
+	t.Helper()
 	for k := 0; k < e.log.Config().Shards; k++ {
-		for {
-			c, err := e.log.JetStream().Consumer(t.Context(), e.log.StreamName(k), fmt.Sprintf("%s_%d", durable, k))
-			if err != nil {
-				t.Fatalf("durable consumer of shard %d: %v", k, err)
-			}
-			info, err := c.Info(t.Context())
-			if err != nil {
-				t.Fatal(err)
-			}
-			if info.NumAckPending == 0 && info.NumPending == 0 {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("shard %d: %d unacknowledged, %d pending after 10s", k, info.NumAckPending, info.NumPending)
-			}
-			time.Sleep(5 * time.Millisecond)
+		s, err := e.log.JetStream().Stream(t.Context(), e.log.StreamName(k))
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := s.Info(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.State.Consumers != 0 {
+			t.Errorf("%s has %d consumers after watching, want 0", e.log.StreamName(k), info.State.Consumers)
 		}
 	}
 }
@@ -293,11 +323,13 @@ func TestWatch_DecidedDeliveredOnce(t *testing.T) {
 			want = append(want, key(runs[0], events.ApprovalGranted), key(runs[1], events.ApprovalDenied))
 
 			w := e.watch(t, "ops", nil)
-			e.wantNotices(t, w.waitFor(t, len(want)), want...)
-			e.settled(t, "ops")
+			got := w.waitFor(t, len(want))
+			e.wantNotices(t, got, want...)
 			if err := w.close(t); err != nil {
 				t.Fatalf("Watch = %v, want nil after its context ended", err)
 			}
+			e.settled(t, "ops", got)
+			e.noConsumers(t)
 
 			// Restarted, the watcher hands nothing it already handled, and
 			// then only what is new.
@@ -362,10 +394,7 @@ func TestWatch_CallbackErrorStopsAndRedelivers(t *testing.T) {
 	deadline := time.Now().Add(3 * time.Second)
 	for len(again.got()) == 0 {
 		if time.Now().After(deadline) {
-			t.Fatal("approvals/watch.go consume: after fn fails it Naks the event while its Messages() iterator still has a pull request open, " +
-				"so the server redelivers the event to that iterator, which is then stopped and drops it; a restarted durable watcher gets the event only " +
-				"after the consumer's AckWait (30s, measured). It is a race with the iterator's unsubscribe: 18 of 20 runs here lose it. Fix: in durable mode fetch one message at a time (Consumer.Next) so no pull is left open, " +
-				"or Nak only after the iterator has unsubscribed")
+			t.Fatal("a durable watcher restarted after fn failed was not handed the failed event again within 3s")
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -387,17 +416,43 @@ func TestWatch_HandledBeforeStopIsAcknowledged(t *testing.T) {
 	if err := w.close(t); err != nil {
 		t.Fatalf("Watch = %v, want nil", err)
 	}
-	c, err := e.log.JetStream().Consumer(t.Context(), e.log.StreamName(0), "once_0")
-	if err != nil {
-		t.Fatal(err)
+	e.settled(t, "once", w.got())
+	again := e.watch(t, "once", nil)
+	again.quiet(t, 0)
+}
+
+// TestWatch_BadStateFileRefused: a state file Watch cannot trust is an
+// error naming the file, and Watch hands nothing.
+func TestWatch_BadStateFileRefused(t *testing.T) {
+	e := newWatchEnv(t, events.Config{Shards: 2})
+	e.pause(t, "run-a")
+	tests := []struct{ name, content string }{
+		{"not json", "seq 12\n"},
+		{"other stream", `{"stream":"OTHER","shards":2,"seqs":[0,0]}`},
+		{"other shard count", `{"stream":"ARB_RUNS","shards":1,"seqs":[0]}`},
+		{"positions missing", `{"stream":"ARB_RUNS","shards":2,"seqs":[5]}`},
 	}
-	info, err := c.Info(t.Context())
-	if err != nil {
-		t.Fatal(err)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "w.json")
+			if err := os.WriteFile(path, []byte(tt.content), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			handed := 0
+			err := approvals.Watch(t.Context(), e.log, path, func(approvals.Notice) error { handed++; return nil })
+			if !errors.Is(err, approvals.ErrState) || !strings.Contains(err.Error(), path) {
+				t.Errorf("Watch with a state file holding %q = %v, want %v naming %s", tt.content, err, approvals.ErrState, path)
+			}
+			if handed != 0 {
+				t.Errorf("Watch handed %d notices with a bad state file, want 0", handed)
+			}
+		})
 	}
-	if info.NumAckPending != 0 {
-		t.Fatalf("approvals/watch.go consume acknowledges with the watcher's own ctx (m.DoubleAck(ctx)); nats.go sends nothing for a ctx already "+
-			"cancelled, so when fn handles an event and ends the watch, the event stays unacknowledged (%d pending) and a restarted durable watcher is "+
-			"handed it again after AckWait. Fix: ack with context.WithoutCancel(ctx) under a short timeout", info.NumAckPending)
-	}
+	t.Run("cannot be written", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "no-such-dir", "w.json")
+		err := approvals.Watch(t.Context(), e.log, path, func(approvals.Notice) error { return nil })
+		if !errors.Is(err, os.ErrNotExist) || !strings.Contains(err.Error(), path) {
+			t.Errorf("Watch with a state file in a missing directory = %v, want %v naming %s", err, os.ErrNotExist, path)
+		}
+	})
 }

@@ -7,108 +7,77 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/arbiter-run/arbiter/approvals"
 	"github.com/arbiter-run/arbiter/events"
-	"github.com/arbiter-run/arbiter/jsonform"
 	"github.com/arbiter-run/arbiter/policy"
 	"github.com/arbiter-run/arbiter/projector"
 )
 
-// plan turns a policy's answer into the one event that records it, and
-// whether the step's call executes once that event is stored. It is the one
-// place that does, for the loop and for resume alike: allow records the
-// write-ahead result and then executes; deny and abort are recorded;
-// require_approval records the approval it asks for, unless grant (a
-// verified, granted approval being resumed) has exactly its hash, in which
-// case the grant is consumed and the call executes. An error from the
-// policy, an outcome outside the four, or approval JSON that fails the
-// boundary ends the run as internal_error with nothing executed. It records
-// nothing itself.
-func (d *Driver) plan(req policy.Request, dec policy.Decision, evalErr error, grant *projector.Approval) (k events.Kind, body any, exec bool) {
-	fail := func(detail string) (events.Kind, any, bool) {
+// plan turns a policy's verdict (see [policy.Ask]) into the one event
+// that records it, and whether the step's call executes once that event is
+// stored. It is the one place that does, for the loop, resumes and
+// recoveries alike: allow records the write-ahead result and then executes;
+// deny and abort are recorded; require_approval records the approval it
+// asks for, unless grant (a verified, granted approval being resumed) has
+// exactly its hash, in which case the grant is consumed and the call
+// executes. A verdict with an error (the policy failed, panicked, or gave
+// no usable answer) ends the run as internal_error with nothing executed,
+// the evaluation recorded with its request. It records nothing itself.
+func (d *Driver) plan(req policy.Request, v policy.Verdict, grant *projector.Approval) (k events.Kind, body any, exec bool) {
+	pb := events.PolicyBody{
+		Step: req.Step, Outcome: string(v.Outcome), Reason: v.Reason, PolicyID: d.policyID,
+		Args: req.Args, ToolHash: req.Tool.Hash, Resume: grant != nil, Parts: v.Parts,
+	}
+	if v.Err != nil {
 		// The failed evaluation is recorded with its request, so a replay
 		// can tell whether another policy would have decided it.
-		return events.RunFailed, events.EndBody{
-			Reason: events.ReasonInternalError, Detail: detail,
-			Policy: &events.PolicyBody{
-				Step: req.Step, Outcome: events.OutcomeError, Reason: detail, PolicyID: d.policyID,
-				Args: req.Args, ToolHash: req.Tool.Hash, Resume: grant != nil,
-			},
-		}, false
+		pb.Outcome, pb.Reason = events.OutcomeError, v.Err.Error()
+		return events.RunFailed, events.EndBody{Reason: events.ReasonInternalError, Detail: v.Err.Error(), Policy: &pb}, false
 	}
-	if evalErr != nil {
-		return fail(fmt.Sprintf("policy %q returned an error for step %d: %v", d.policyID, req.Step, evalErr))
-	}
-	pb := events.PolicyBody{
-		Step: req.Step, Outcome: string(dec.Outcome), Reason: dec.Reason, PolicyID: d.policyID,
-		Args: req.Args, ToolHash: req.Tool.Hash, Resume: grant != nil,
-	}
-	switch dec.Outcome {
+	switch v.Outcome {
 	case policy.Allow:
 		if grant != nil {
 			pb.Consumes = grant.ID
 		}
 		return events.StepPolicy, pb, true
-	case policy.Deny, policy.Abort:
-		return events.StepPolicy, pb, false
 	case policy.RequireApproval:
-		a, err := d.approvalRequest(req, dec)
-		if err != nil {
-			return fail(err.Error())
-		}
-		if grant != nil && grant.Hash == a.Hash {
+		if grant != nil && grant.Hash == v.Approval.Hash {
 			pb.Consumes = grant.ID
 			return events.StepPolicy, pb, true
 		}
-		pb.Approval = a
+		a := *v.Approval
+		a.ID = events.NewID()
+		ttl := v.ExpiresIn
+		if ttl <= 0 {
+			ttl = d.cfg.ApprovalTTL
+		}
+		if ttl > 0 {
+			at := d.cfg.Now().Add(ttl).UTC()
+			a.ExpiresAt = &at
+		}
+		pb.Approval = &a
 		return events.ApprovalRequested, pb, false
 	}
-	return fail(fmt.Sprintf("policy %q returned outcome %q for step %d (want allow, deny, abort or require_approval)", d.policyID, dec.Outcome, req.Step))
-}
-
-// approvalRequest builds the approval a require_approval decision asks for,
-// holding its JSON to the boundary and binding it to the request by hash.
-func (d *Driver) approvalRequest(req policy.Request, dec policy.Decision) (*events.ApprovalRequest, error) {
-	a := dec.Approval
-	if a == nil || a.Kind == "" {
-		return nil, fmt.Errorf("policy %q asked for approval on step %d without naming its kind", d.policyID, req.Step)
-	}
-	capability, err := boundaryJSON(a.Capability)
-	if err != nil {
-		return nil, fmt.Errorf("policy %q approval %q capability: %w", d.policyID, a.Kind, err)
-	}
-	presentation, err := boundaryJSON(a.Presentation)
-	if err != nil {
-		return nil, fmt.Errorf("policy %q approval %q presentation: %w", d.policyID, a.Kind, err)
-	}
-	out := &events.ApprovalRequest{
-		ID: events.NewID(), Kind: a.Kind, Reason: dec.Reason, Capability: capability, Presentation: presentation,
-		Hash: approvals.Hash(a.Kind, capability, presentation, req.Tool, req.Args),
-	}
-	ttl := a.ExpiresIn
-	if ttl <= 0 {
-		ttl = d.cfg.ApprovalTTL
-	}
-	if ttl > 0 {
-		at := d.cfg.Now().Add(ttl).UTC()
-		out.ExpiresAt = &at
-	}
-	return out, nil
-}
-
-func boundaryJSON(b json.RawMessage) (json.RawMessage, error) {
-	if b == nil {
-		return json.RawMessage(`{}`), nil
-	}
-	return jsonform.PolicyJSON(b)
+	return events.StepPolicy, pb, false // deny, abort
 }
 
 // run executes step n's tool with args and records the observation.
 func (d *Driver) run(ctx context.Context, r *Run, n int, ct *CompiledTool, args json.RawMessage) error {
 	kind, content := d.call(withCall(ctx, r.ID(), n), ct, args)
+	if kind == interruptedCall {
+		if r.view.Step(n).Interrupted == nil {
+			return d.recover(ctx, r, n)
+		}
+		// Interrupted again on the run recovery allowed it: the agent is
+		// told, and nothing runs a third time unasked.
+		kind = events.ObsToolError
+	}
 	// A terminal tool's success ends the run on the loop's next turn.
 	return d.observe(ctx, r, n, kind, content)
 }
+
+// interruptedCall is call's kind for an Execute error wrapping
+// [ErrInterrupted]; it is never recorded as such.
+const interruptedCall = "interrupted"
 
 // call runs the tool under its timeout. A panic becomes a tool_error and a
 // missed deadline a timeout; a tool that ignores its context is left behind.
@@ -125,6 +94,8 @@ func (d *Driver) call(ctx context.Context, ct *CompiledTool, args json.RawMessag
 		return events.ObsToolError, fmt.Sprintf("tool %s cancelled: %v", ct.Spec.Name, ctx.Err())
 	case err == nil:
 		return events.ObsResult, res
+	case errors.Is(err, ErrInterrupted):
+		return interruptedCall, err.Error()
 	case ctx.Err() == context.DeadlineExceeded:
 		return events.ObsTimeout, fmt.Sprintf("tool %s timed out after %s: %v", ct.Spec.Name, ct.Spec.Timeout, err)
 	}

@@ -2,7 +2,9 @@ package driver_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -113,7 +115,7 @@ func TestResume_PolicyAskingForDifferentApprovalPausesAgain(t *testing.T) {
 	}
 
 	// The old grant, recorded again, cannot run the call.
-	record(t, p.d, p.r, sign(t, p.kp, p.r.ID(), first, events.Grant, time.Now()))
+	publish(t, p.d, p.r, sign(t, p.kp, p.r.ID(), first, events.Grant, time.Now()))
 	drive(t, p.d, p.r, p.agent)
 	wantCount(t, p.send, 0)
 	wantEnd(t, p.r.View(), projector.Waiting, "send_check")
@@ -187,14 +189,15 @@ func TestResume_ForgedGrantRefusedAndRecorded(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			p := pauseOnSend(t, driver.Config{}, `{"to":"ops"}`)
 			a := pending(t, p.r)
-			ev := record(t, p.d, p.r, tc.forge(t, p, a))
+			forged := tc.forge(t, p, a)
+			seq := publish(t, p.d, p.r, forged)
 
 			// What the driver will judge, and why it must refuse it.
-			decided := pending(t, p.r)
 			ops := approvals.Operators{}
 			pub, _ := p.kp.PublicKey()
 			ops[pub] = "alice"
-			why := approvals.Check(ops, p.r.ID(), &decided)
+			forged.Received = time.Now()
+			why := approvals.Check(ops, p.r.ID(), &a, forged, approvals.DefaultSkew)
 			if !errors.Is(why, tc.want) {
 				t.Fatalf("approvals.Check of the forged grant: got %v, want %v", why, tc.want)
 			}
@@ -212,8 +215,8 @@ func TestResume_ForgedGrantRefusedAndRecorded(t *testing.T) {
 				t.Fatalf("approval.refused events: got %d, want 1", len(refused))
 			}
 			rb := body[events.RefusedBody](t, refused[0])
-			if rb.Approval != a.ID || rb.Event != ev.ID || rb.Reason != why.Error() {
-				t.Errorf("refusal: got %+v, want approval %s event %s reason %q", rb, a.ID, ev.ID, why)
+			if rb.Approval != a.ID || rb.Intake != seq || rb.Reason != why.Error() {
+				t.Errorf("refusal: got %+v, want approval %s intake %d reason %q", rb, a.ID, seq, why)
 			}
 			if len(v.Refusals) != 1 {
 				t.Errorf("view refusals: got %d, want 1", len(v.Refusals))
@@ -230,7 +233,7 @@ func TestResume_ForgedGrantRefusedAndRecorded(t *testing.T) {
 	t.Run("forged denial", func(t *testing.T) {
 		p := pauseOnSend(t, driver.Config{}, `{"to":"ops"}`)
 		a := pending(t, p.r)
-		record(t, p.d, p.r, sign(t, stranger, p.r.ID(), a, events.Deny, time.Now()))
+		publish(t, p.d, p.r, sign(t, stranger, p.r.ID(), a, events.Deny, time.Now()))
 		drive(t, p.d, p.r, p.agent)
 		wantEnd(t, p.r.View(), projector.Waiting, events.RemoteMutation)
 		if got := len(ofKind(records(t, p.log, p.r.ID()), events.ApprovalRefused)); got != 1 {
@@ -242,7 +245,7 @@ func TestResume_ForgedGrantRefusedAndRecorded(t *testing.T) {
 func TestResume_DenialCancelsRun(t *testing.T) {
 	p := pauseOnSend(t, driver.Config{}, `{"to":"ops"}`)
 	a := pending(t, p.r)
-	record(t, p.d, p.r, sign(t, p.kp, p.r.ID(), a, events.Deny, time.Now()))
+	publish(t, p.d, p.r, sign(t, p.kp, p.r.ID(), a, events.Deny, time.Now()))
 	drive(t, p.d, p.r, p.agent)
 
 	v := p.r.View()
@@ -291,7 +294,7 @@ func TestResume_ExpiredApprovalCancelsRun(t *testing.T) {
 		p := pauseOnSend(t, driver.Config{ApprovalTTL: time.Minute, Now: clk.Now}, `{"to":"ops"}`)
 		a := pending(t, p.r)
 		clk.Advance(2 * time.Minute)
-		record(t, p.d, p.r, sign(t, p.kp, p.r.ID(), a, events.Grant, clk.Now()))
+		publish(t, p.d, p.r, sign(t, p.kp, p.r.ID(), a, events.Grant, clk.Now()))
 		drive(t, p.d, p.r, p.agent)
 		wantEnd(t, p.r.View(), projector.Cancelled, events.ReasonApprovalExpired)
 		wantCount(t, p.send, 0)
@@ -301,12 +304,30 @@ func TestResume_ExpiredApprovalCancelsRun(t *testing.T) {
 		}
 	})
 
-	t.Run("a grant signed in time, seen late", func(t *testing.T) {
+	// The deadline is for a worker to receive the decision: one that is
+	// read only after it (backdated, or sent late) is refused, whatever
+	// time it says it was signed.
+	t.Run("a grant backdated under the deadline, received after it", func(t *testing.T) {
 		clk := newClock()
 		p := pauseOnSend(t, driver.Config{ApprovalTTL: time.Minute, Now: clk.Now}, `{"to":"ops"}`)
 		a := pending(t, p.r)
-		record(t, p.d, p.r, sign(t, p.kp, p.r.ID(), a, events.Grant, clk.Now().Add(30*time.Second)))
+		publish(t, p.d, p.r, sign(t, p.kp, p.r.ID(), a, events.Grant, clk.Now().Add(30*time.Second)))
 		clk.Advance(2 * time.Minute)
+		drive(t, p.d, p.r, p.agent)
+		wantCount(t, p.send, 0)
+		wantEnd(t, p.r.View(), projector.Cancelled, events.ReasonApprovalExpired)
+		refused := ofKind(records(t, p.log, p.r.ID()), events.ApprovalRefused)
+		if len(refused) != 1 || !strings.Contains(body[events.RefusedBody](t, refused[0]).Reason, approvals.ErrExpired.Error()) {
+			t.Fatalf("approval.refused events: got %d, want 1 naming the expiry", len(refused))
+		}
+	})
+
+	t.Run("a grant signed in time, received in time", func(t *testing.T) {
+		clk := newClock()
+		p := pauseOnSend(t, driver.Config{ApprovalTTL: time.Minute, Now: clk.Now}, `{"to":"ops"}`)
+		a := pending(t, p.r)
+		clk.Advance(30 * time.Second)
+		publish(t, p.d, p.r, sign(t, p.kp, p.r.ID(), a, events.Grant, clk.Now()))
 		drive(t, p.d, p.r, p.agent)
 		wantCount(t, p.send, 1)
 		wantEnd(t, p.r.View(), projector.Completed, events.ReasonCompleted)
@@ -342,7 +363,7 @@ func TestResume_SecondUseOfGrantRefused(t *testing.T) {
 
 	a := pending(t, r)
 	g := sign(t, kp, r.ID(), a, events.Grant, time.Now())
-	record(t, d, r, g)
+	publish(t, d, r, g)
 	drive(t, d, r, agent)
 	wantCount(t, send, 1)
 	// Step 2 asks for the same call: a new approval, not the old grant.
@@ -351,17 +372,22 @@ func TestResume_SecondUseOfGrantRefused(t *testing.T) {
 		t.Fatalf("waiting on %s for step %d, want a new approval for step 2", second.ID, second.Step)
 	}
 
-	// The same signed grant, recorded again, is a stray: refused, never used.
-	replayed := record(t, d, r, g)
-	if v := r.View(); len(v.Strays) != 1 {
-		t.Fatalf("strays after the replayed grant: got %d, want 1", len(v.Strays))
+	// The same signed grant, published again under another message id (so
+	// the server's deduplication does not drop it), is refused, never used.
+	data, err := json.Marshal(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	replayed, err := d.Log().PublishDecision(t.Context(), r.ID(), "replayed", data)
+	if err != nil {
+		t.Fatal(err)
 	}
 	drive(t, d, r, agent)
 	wantCount(t, send, 1)
 	v := r.View()
 	wantEnd(t, v, projector.Waiting, events.RemoteMutation)
-	if len(v.Strays) != 0 {
-		t.Errorf("strays after driving: got %d, want 0", len(v.Strays))
+	if v.Intake != replayed {
+		t.Errorf("intake after the replayed grant: got %d, want %d", v.Intake, replayed)
 	}
 	if got := approvalOf(t, r, a.ID).State; got != projector.Consumed {
 		t.Errorf("first approval: got %s, want %s", got, projector.Consumed)
@@ -373,8 +399,8 @@ func TestResume_SecondUseOfGrantRefused(t *testing.T) {
 	if len(refused) != 1 {
 		t.Fatalf("approval.refused events: got %d, want 1", len(refused))
 	}
-	if rb := body[events.RefusedBody](t, refused[0]); rb.Approval != a.ID || rb.Event != replayed.ID || rb.Reason == "" {
-		t.Errorf("refusal: got %+v, want approval %s event %s with a reason", rb, a.ID, replayed.ID)
+	if rb := body[events.RefusedBody](t, refused[0]); rb.Intake != replayed || !strings.Contains(rb.Reason, a.ID) {
+		t.Errorf("refusal: got %+v, want intake %d with a reason naming %s", rb, replayed, a.ID)
 	}
 
 	// Two workers racing to consume one grant: only one append can win.

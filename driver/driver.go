@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"time"
 
 	"github.com/arbiter-run/arbiter/approvals"
@@ -29,6 +30,10 @@ type Config struct {
 	Log *events.Log
 	// Policy decides every request. Required.
 	Policy policy.Policy
+	// Shadow, when set, is a candidate policy asked beside Policy on every
+	// evaluation: its answer is recorded with the result and never acted
+	// on (shadow mode). Its error is recorded, not raised.
+	Shadow policy.Policy
 	// Tools the agent may request. Names must be unique.
 	Tools []Tool
 	// Limits for runs this driver creates. A zero field takes the default in
@@ -40,9 +45,21 @@ type Config struct {
 	// Operators whose signed decisions are accepted. Empty: no grant or
 	// denial is ever accepted.
 	Operators approvals.Operators
+	// ClockSkew is how far a decision's signing time may lie before its
+	// request or after its receipt (see [approvals.Check]). Default
+	// [approvals.DefaultSkew].
+	ClockSkew time.Duration
 	// MaxObservation bounds the bytes of a tool result recorded (the rest is
 	// cut and the observation marked truncated). Default 64 KiB.
 	MaxObservation int
+	// MaxDecision bounds the bytes of an agent's decision (tool name,
+	// arguments, call id and reason) recorded whole. A larger one is
+	// recorded by its size, hash and a prefix, and refused as an invalid
+	// decision the agent sees. Default: half the largest event the server
+	// takes (512 KiB with its default 1 MiB payload), so the approval that
+	// carries the arguments once more still fits; a decision whose event
+	// the server would refuse is treated the same whatever this says.
+	MaxDecision int
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
 	// Logger receives what the driver does. Default: discard.
@@ -103,6 +120,9 @@ func New(cfg Config) (*Driver, error) {
 	if d.cfg.Now == nil {
 		d.cfg.Now = time.Now
 	}
+	if d.cfg.ClockSkew == 0 {
+		d.cfg.ClockSkew = approvals.DefaultSkew
+	}
 	if d.cfg.Logger == nil {
 		d.cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -138,11 +158,22 @@ func (d *Driver) Log() *events.Log { return d.log }
 type Run struct {
 	view projector.View
 	tail events.Tail
+	// cached is set while part of view was not folded by this process
+	// from the log (it came from a snapshot): it may hold anything, so it
+	// may decide nothing but what the agent sees next. Before acting on a
+	// past fact (a recorded decision, a grant, an interrupted call) the
+	// driver folds the run from its events again (see [Driver.verify]).
+	cached bool
 	// next is the agent's input for the view at tail nextAt, made while
 	// the event that led to it was stored; used once, if the tail is still
 	// that one when the agent is asked.
 	next   *StepInput
 	nextAt events.Tail
+	// undelivered is the agent's decision whose append failed (the server
+	// away, say), made at tail undeliveredAt: the next drive at that tail
+	// records it instead of asking the agent again.
+	undelivered   *Decision
+	undeliveredAt events.Tail
 }
 
 // ID is the run's id.
@@ -157,7 +188,13 @@ func (r *Run) Tail() events.Tail { return r.tail }
 // Create starts run id with the driver's tools and limits: one fenced append
 // of run.created, which fails with [events.ErrConflict] if the run exists.
 func (d *Driver) Create(ctx context.Context, id, agent string, input json.RawMessage) (*Run, error) {
-	body := events.RunCreatedBody{Tools: d.Tools(), Limits: d.cfg.Limits, Input: input, Agent: agent}
+	return d.CreateAs(ctx, id, agent, input, nil, "")
+}
+
+// CreateAs is [Driver.Create] recording who asked for the run (nil: nobody
+// named) and the surface the request came through, for policies to see.
+func (d *Driver) CreateAs(ctx context.Context, id, agent string, input json.RawMessage, actor *events.Actor, surface string) (*Run, error) {
+	body := events.RunCreatedBody{Tools: d.Tools(), Limits: d.cfg.Limits, Input: input, Agent: agent, Actor: actor.Clone(), Surface: surface}
 	r := &Run{}
 	if err := d.append(ctx, r, id, events.RunCreated, body); err != nil {
 		return nil, err
@@ -182,7 +219,31 @@ func (d *Driver) LoadFrom(ctx context.Context, id string, snap projector.View, a
 	if err != nil {
 		return nil, err
 	}
-	return foldRecords(snap.Clone(), tail, at, recs)
+	r, err := foldRecords(snap.Clone(), tail, at, recs)
+	if err != nil {
+		return nil, err
+	}
+	r.cached = at.Count > 0
+	return r, nil
+}
+
+// verify makes r's view the fold of its events, when part of it came from
+// a snapshot: a snapshot can make a worker faster, never make it act on
+// something the events do not say. A snapshot that disagreed with the
+// events at the same tail is logged.
+func (d *Driver) verify(ctx context.Context, r *Run) error {
+	if !r.cached {
+		return nil
+	}
+	fresh, err := d.Load(ctx, r.ID())
+	if err != nil {
+		return err
+	}
+	if fresh.tail == r.tail && !reflect.DeepEqual(fresh.view, r.view) {
+		d.cfg.Logger.Error("snapshot disagrees with the run's events; the events are used", "run", r.ID(), "events", r.tail.Count)
+	}
+	*r = *fresh
+	return nil
 }
 
 // Refresh brings r up to date with events others appended since it was
@@ -332,4 +393,15 @@ func (d *Driver) SetHooks(before func(events.Kind, any), after func(events.Kind,
 	if after != nil {
 		d.cfg.OnAppend = after
 	}
+}
+
+// NeedsAgent reports whether driving r now would ask the agent for a
+// decision: a worker without r's agent can still settle its approvals and
+// recover its calls, but not move it on.
+func (d *Driver) NeedsAgent(r *Run) bool { return d.asksAgentNext(&r.view) }
+
+// Fail ends r as failed with reason and detail, one fenced append: for a
+// run nobody can drive (its agent is offered by no worker, say).
+func (d *Driver) Fail(ctx context.Context, r *Run, reason, detail string) error {
+	return d.append(ctx, r, r.ID(), events.RunFailed, events.EndBody{Reason: reason, Detail: detail})
 }

@@ -168,14 +168,14 @@ func TestDriver_ConflictStopsDriving(t *testing.T) {
 		env := testkit.JetStream(t)
 		log := env.Log(t, events.Config{})
 		l := testkit.NewLedger("send_email", events.RemoteMutation, toSchema)
-		// While the policy is deciding, another writer (here an operator's
-		// stray decision) moves the run on: the allow must not be recorded
+		// While the policy is deciding, another writer (here a worker
+		// recording a refused decision) moves the run on: the allow must not be recorded
 		// and the tool must not run. The policy may be asked while the
 		// decision is still being stored, so the intruder appends after
 		// it, once it is there.
 		intruder := policyFunc(func(ctx context.Context, req policy.Request, _ projector.View) (policy.Decision, error) {
 			waitForKind(t, log, req.Run, events.StepDecided)
-			appendEvent(t, log, req.Run, events.ApprovalDenied, events.DecisionBody{Approval: "none", Hash: "h", Decision: events.Deny, Operator: "U"})
+			appendEvent(t, log, req.Run, events.ApprovalRefused, events.RefusedBody{Approval: "none", Intake: 1, Reason: "no such approval"})
 			return policy.Decision{Outcome: policy.Allow}, nil
 		})
 		d := newDriver(t, log, intruder, l)
@@ -190,8 +190,8 @@ func TestDriver_ConflictStopsDriving(t *testing.T) {
 			t.Errorf("step.policy events after the lost race: got %d, want 0 (kinds %v)", got, kinds(recs))
 		}
 
-		// Reloaded, the run goes on: the stray is refused, the step is
-		// evaluated again, and the call runs once.
+		// Reloaded, the run goes on: the step is evaluated again, and the
+		// call runs once.
 		calm := newDriver(t, log, allowAll, l, done())
 		r = load(t, calm, "raced")
 		drive(t, calm, r, testkit.NewScript(testkit.Call("send_email", `{"to":"ops"}`), testkit.Call("done", `{}`)))

@@ -254,30 +254,25 @@ func sign(t *testing.T, kp nkeys.KeyPair, run string, a projector.Approval, deci
 	return b
 }
 
-// decisionKind is the event kind of an operator decision.
-func decisionKind(b events.DecisionBody) events.Kind {
-	if b.Decision == events.Deny {
-		return events.ApprovalDenied
-	}
-	return events.ApprovalGranted
-}
-
-// record appends an operator decision to r's run and refreshes r, returning
-// the decision event.
-func record(t *testing.T, d *driver.Driver, r *driver.Run, b events.DecisionBody) events.Event {
+// publish publishes an operator decision on r's run as an operator does,
+// for the driver to read, verify and record when it next drives r. It
+// returns the decision's sequence in the decisions stream.
+func publish(t *testing.T, d *driver.Driver, r *driver.Run, b events.DecisionBody) uint64 {
 	t.Helper()
-	ev := appendEvent(t, d.Log(), r.ID(), decisionKind(b), b)
-	if err := d.Refresh(t.Context(), r); err != nil {
-		t.Fatalf("refresh run %s: %v", r.ID(), err)
+	seq, err := approvals.Publish(t.Context(), d.Log(), r.ID(), b)
+	if err != nil {
+		t.Fatalf("publish decision on %s: %v", r.ID(), err)
 	}
-	return ev
+	return seq
 }
 
-// grant signs a grant of the approval r waits on and records it.
+// grant signs a grant of the approval r waits on and publishes it.
 func grant(t *testing.T, d *driver.Driver, r *driver.Run, kp nkeys.KeyPair) projector.Approval {
 	t.Helper()
 	a := pending(t, r)
-	record(t, d, r, sign(t, kp, r.ID(), a, events.Grant, time.Now()))
+	// Signed just after the request, by the clock that dated it (a test's
+	// clock may be a fake one).
+	publish(t, d, r, sign(t, kp, r.ID(), a, events.Grant, a.Requested.Add(time.Millisecond)))
 	return a
 }
 

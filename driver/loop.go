@@ -2,8 +2,12 @@ package driver
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/arbiter-run/arbiter/events"
@@ -35,6 +39,12 @@ func (d *Driver) DriveUntil(ctx context.Context, r *Run, agent Agent, stop <-cha
 		default:
 		}
 		progressed, err := d.advance(ctx, r, agent)
+		if errors.Is(err, events.ErrTooLarge) {
+			// The server can never store that event: end the run with
+			// the reason, rather than try it again for ever.
+			err = d.append(ctx, r, r.ID(), events.RunFailed, events.EndBody{Reason: events.ReasonTooLarge, Detail: cutUTF8(err.Error(), 1024)})
+			progressed = err == nil
+		}
 		if err != nil {
 			return fmt.Errorf("drive run %s: %w", r.ID(), err)
 		}
@@ -52,9 +62,6 @@ var ErrStopped = errors.New("driving stopped on request")
 // or waits for an operator).
 func (d *Driver) advance(ctx context.Context, r *Run, agent Agent) (bool, error) {
 	v := &r.view
-	if len(v.Strays) > 0 {
-		return true, d.refuseStray(ctx, r, v.Strays[0])
-	}
 	if v.Run.Status.Ended() {
 		return false, nil
 	}
@@ -62,6 +69,11 @@ func (d *Driver) advance(ctx context.Context, r *Run, agent Agent) (bool, error)
 	// resumes included, so replay finds every spec by its hash.
 	if !toolsEqual(v.Run.Tools, d.specs) {
 		return true, d.append(ctx, r, r.ID(), events.RunTools, events.RunToolsBody{Tools: d.Tools()})
+	}
+	if r.cached && !d.asksAgentNext(v) {
+		// Anything but asking the agent rests on what the run recorded:
+		// take it from the events, not from a snapshot.
+		return true, d.verify(ctx, r)
 	}
 	if v.Run.Status == projector.Waiting {
 		return d.settle(ctx, r)
@@ -87,9 +99,61 @@ func (d *Driver) advance(ctx context.Context, r *Run, agent Agent) (bool, error)
 		// where a decision is needed.
 		return false, nil
 	}
+	dec, err := d.decide(ctx, r, agent)
+	var re *recordError
+	if errors.As(err, &re) {
+		// The run moved under the agent, or the log is gone: nothing may
+		// be recorded for it on this tail.
+		return false, re.err
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return false, ctx.Err()
+		}
+		return true, d.append(ctx, r, r.ID(), events.RunFailed, endOf(err))
+	}
+	if dec.Final != nil {
+		return true, d.finish(ctx, r, dec.Final.Text)
+	}
+	n := v.Steps.Len() + 1
+	body := d.decidedBody(n, dec)
+	p, err := d.begin(ctx, r, r.ID(), events.StepDecided, body)
+	if errors.Is(err, events.ErrTooLarge) && body.Oversize == nil {
+		body = oversizeBody(n, dec, d.log.MaxEventBytes()/8)
+		p, err = d.begin(ctx, r, r.ID(), events.StepDecided, body)
+	}
+	if err != nil {
+		r.undelivered, r.undeliveredAt = &dec, r.tail
+		return false, err
+	}
+	// While the server stores the decision, check it and ask the policy,
+	// on the view that holds it: pure work, acted on only once the
+	// decision is stored (a refused append discards it).
+	var j judgement
+	if p.fold == nil {
+		j = d.judge(ctx, r.ID(), &p.view, n, nil)
+	}
+	if err := d.commit(ctx, r, p); err != nil {
+		if !errors.Is(err, events.ErrConflict) {
+			r.undelivered, r.undeliveredAt = &dec, r.tail
+		}
+		return false, err
+	}
+	r.undelivered = nil
+	return true, d.act(ctx, r, j)
+}
+
+// decide returns the agent's next decision for r: the one whose append
+// failed at r's tail if there is one (a model is never asked twice for a
+// step because the log was away), a fresh one otherwise.
+func (d *Driver) decide(ctx context.Context, r *Run, agent Agent) (Decision, error) {
+	if r.undelivered != nil && r.undeliveredAt == r.tail {
+		return *r.undelivered, nil
+	}
+	r.undelivered = nil
 	in := r.next
 	if in == nil || r.nextAt != r.tail {
-		fresh := d.stepInput(v)
+		fresh := d.stepInput(&r.view)
 		in = &fresh
 	}
 	r.next = nil
@@ -104,42 +168,59 @@ func (d *Driver) advance(ctx context.Context, r *Run, agent Agent) (bool, error)
 		}
 		return nil
 	}
-	dec, err := agent.Decide(ctx, *in)
+	dec, err := ask(ctx, agent, *in)
 	if recErr != nil {
-		// The run moved under the agent, or the log is gone: nothing may
-		// be recorded for it on this tail.
-		return false, fmt.Errorf("record the agent's model call: %w", recErr)
+		return Decision{}, &recordError{fmt.Errorf("record the agent's model call: %w", recErr)}
 	}
-	if err != nil {
-		if ctx.Err() != nil {
-			return false, ctx.Err()
+	return dec, err
+}
+
+// recordError is an append of the agent's that failed: the run is dropped
+// (as for any refused append), not failed.
+type recordError struct{ err error }
+
+func (e *recordError) Error() string { return e.err.Error() }
+func (e *recordError) Unwrap() error { return e.err }
+
+// ask calls the agent, turning a panic into its error: an agent that
+// chokes on what a model returned fails its run (agent_error), never its
+// worker.
+func ask(ctx context.Context, agent Agent, in StepInput) (dec Decision, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("agent panicked: %v", p)
 		}
-		return true, d.append(ctx, r, r.ID(), events.RunFailed, endOf(err))
+	}()
+	return agent.Decide(ctx, in)
+}
+
+// asksAgentNext reports whether the next transition of v is asking the
+// agent for a new decision: the run is running, its last step (if any) is
+// settled and was not a terminal tool's result, and no limit ends it.
+func (d *Driver) asksAgentNext(v *projector.View) bool {
+	if v.Run.Status != projector.Running {
+		return false
 	}
-	if dec.Final != nil {
-		return true, d.finish(ctx, r, dec.Final.Text)
+	if last := v.Step(v.Steps.Len()); last != nil {
+		if last.Observation == nil || (last.Observation.Kind == events.ObsResult && d.terminal(last.Decision.Tool)) {
+			return false
+		}
 	}
-	n := v.Steps.Len() + 1
-	p, err := d.begin(ctx, r, r.ID(), events.StepDecided, decidedBody(n, dec))
-	if err != nil {
-		return false, err
-	}
-	// While the server stores the decision, check it and ask the policy,
-	// on the view that holds it: pure work, acted on only once the
-	// decision is stored (a refused append discards it).
-	var j judgement
-	if p.fold == nil {
-		j = d.judge(ctx, r.ID(), &p.view, n, nil)
-	}
-	if err := d.commit(ctx, r, p); err != nil {
-		return false, err
-	}
-	return true, d.act(ctx, r, j)
+	end, _ := d.limitHit(v)
+	return end == ""
 }
 
 // decidedBody records a decision exactly: the argument bytes as a string
-// when they are UTF-8, as bytes otherwise.
-func decidedBody(n int, dec Decision) events.StepDecidedBody {
+// when they are UTF-8, as bytes otherwise; or, when it is larger than
+// MaxDecision, by its size, hash and prefix (see oversizeBody).
+func (d *Driver) decidedBody(n int, dec Decision) events.StepDecidedBody {
+	limit := d.cfg.MaxDecision
+	if limit <= 0 {
+		limit = d.log.MaxEventBytes() / 2
+	}
+	if decisionBytes(dec) > limit {
+		return oversizeBody(n, dec, limit)
+	}
 	b := events.StepDecidedBody{Step: n, Tool: dec.Tool, CallID: dec.CallID, Reason: dec.Reason}
 	if utf8.Valid(dec.Args) {
 		b.Args = string(dec.Args)
@@ -147,6 +228,36 @@ func decidedBody(n int, dec Decision) events.StepDecidedBody {
 		b.ArgsBytes = append([]byte{}, dec.Args...)
 	}
 	return b
+}
+
+func decisionBytes(dec Decision) int {
+	return len(dec.Tool) + len(dec.Args) + len(dec.CallID) + len(dec.Reason)
+}
+
+// oversizePrefix is how much of each part of an oversize decision is kept.
+const oversizePrefix = 256
+
+// oversizeBody records a decision too large to record whole: its size, the
+// hash of its arguments, and a prefix of each part (valid UTF-8, arguments
+// that are not UTF-8 quoted), so the agent and an operator see what it was.
+func oversizeBody(n int, dec Decision, limit int) events.StepDecidedBody {
+	sum := sha256.Sum256(dec.Args)
+	args := string(dec.Args)
+	if !utf8.ValidString(args) {
+		args = strconv.QuoteToASCII(cutBytes(dec.Args, oversizePrefix))
+	}
+	return events.StepDecidedBody{
+		Step: n, Tool: cutUTF8(dec.Tool, oversizePrefix), Args: cutUTF8(args, 4*oversizePrefix),
+		CallID: cutUTF8(dec.CallID, oversizePrefix), Reason: cutUTF8(dec.Reason, oversizePrefix),
+		Oversize: &events.Oversize{Bytes: decisionBytes(dec), SHA256: hex.EncodeToString(sum[:]), Limit: limit},
+	}
+}
+
+func cutBytes(b []byte, n int) string {
+	if len(b) > n {
+		b = b[:n]
+	}
+	return string(b)
 }
 
 func (d *Driver) terminal(tool string) bool {
@@ -178,7 +289,23 @@ func (d *Driver) limitHit(v *projector.View) (reason, detail string) {
 // Tools are the copy the clone already made of them.
 func (d *Driver) stepInput(v *projector.View) StepInput {
 	c := v.Clone()
-	return StepInput{Run: c.Run, Steps: c.Steps, Approvals: c.Approvals, Tools: c.Run.Tools, Model: c.Model}
+	return StepInput{Run: c.Run, Steps: c.Steps, Approvals: c.Approvals, Tools: d.shown(v, c.Run.Tools), Model: c.Model}
+}
+
+// shown is tools without those the policy hides (the discovery phase; see
+// [policy.Discoverer]).
+func (d *Driver) shown(v *projector.View, tools []events.ToolSpec) []events.ToolSpec {
+	if _, ok := d.policy.(policy.Discoverer); !ok {
+		return tools
+	}
+	pv := v.Clone()
+	out := make([]events.ToolSpec, 0, len(tools))
+	for _, t := range tools {
+		if policy.Visible(d.policy, t, pv) {
+			out = append(out, t)
+		}
+	}
+	return out
 }
 
 func toolsEqual(a, b []events.ToolSpec) bool {
@@ -221,9 +348,21 @@ func (d *Driver) judge(ctx context.Context, run string, v *projector.View, n int
 		return judgement{rec: rec, err: err}
 	}
 	s := v.Step(n)
+	if o := s.Decision.Oversize; o != nil {
+		return refuse(events.ObsInvalidDecision, fmt.Sprintf("a decision of %d bytes (arguments sha256 %s) is larger than the %d bytes recorded whole; nothing was checked or run. Its start: tool %q, arguments %q", o.Bytes, o.SHA256, o.Limit, s.Decision.Tool, s.Decision.Args))
+	}
 	ct := d.tools[s.Decision.Tool]
 	if ct == nil {
 		return refuse(events.ObsUnknownTool, fmt.Sprintf("no tool named %q (tools: %s)", s.Decision.Tool, d.toolNames()))
+	}
+	if _, ok := d.policy.(policy.Discoverer); ok && !policy.Visible(d.policy, ct.Record, v.Clone()) {
+		// A hidden tool is refused as if it did not exist: the agent is
+		// told nothing about it.
+		var names []string
+		for _, t := range d.shown(v, d.specs) {
+			names = append(names, t.Name)
+		}
+		return refuse(events.ObsUnknownTool, fmt.Sprintf("no tool named %q (tools: %s)", s.Decision.Tool, strings.Join(names, ", ")))
 	}
 	raw := s.Decision.RawArgs()
 	args, err := ct.Check(raw)
@@ -235,8 +374,10 @@ func (d *Driver) judge(ctx context.Context, run string, v *projector.View, n int
 		return refuse(events.ObsInvalidArguments, err.Error())
 	}
 	req := policy.Request{Run: run, Step: n, Tool: ct.Record, Args: args}
-	dec, evalErr := d.policy.Evaluate(ctx, req.Copy(), v.Clone())
-	k, body, exec := d.plan(req, dec, evalErr, grant)
+	k, body, exec := d.plan(req, policy.Ask(ctx, d.policy, req, v.Clone()), grant)
+	if d.cfg.Shadow != nil {
+		body = d.shadow(ctx, req, v, body)
+	}
 	rec, err := d.prepare(run, k, body)
 	return judgement{rec: rec, exec: exec, req: req, err: err}
 }

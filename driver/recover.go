@@ -1,6 +1,7 @@
 package driver
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -22,6 +23,21 @@ func (d *Driver) recover(ctx context.Context, r *Run, n int) error {
 	args := s.Policy.Args
 	ct := d.tools[s.Decision.Tool]
 	if ct != nil {
+		// Only the recorded decision's own arguments may run again, and
+		// only as the tool's current schema accepts them: a policy result
+		// whose arguments are not the decision's is not a record this
+		// driver wrote, and nothing of it runs.
+		checked, err := ct.Check(s.Decision.RawArgs())
+		if err != nil || !bytes.Equal(checked, args) {
+			why := "they are not the recorded decision's"
+			if err != nil {
+				why = fmt.Sprintf("the decision no longer passes the tool's schema: %v", err)
+			}
+			return d.append(ctx, r, r.ID(), events.RunFailed, events.EndBody{
+				Reason: events.ReasonInternalError,
+				Detail: fmt.Sprintf("interrupted call of step %d to %s not recovered: %s", n, ct.Spec.Name, why),
+			})
+		}
 		if rec, ok := ct.Tool.(Reconciler); ok {
 			res, content, err := reconcile(withCall(ctx, r.ID(), n), ct, rec, args)
 			switch {
@@ -64,12 +80,14 @@ func reconcile(ctx context.Context, ct *CompiledTool, rec Reconciler, args json.
 func (d *Driver) pauseInterrupted(ctx context.Context, r *Run, n int, args json.RawMessage) error {
 	s := r.view.Step(n)
 	spec := d.recordedSpec(r, s.Decision.Tool)
-	capability, err := jsonform.Marshal(map[string]any{"tool": s.Decision.Tool, "args": args})
+	// The arguments are bound by the hash and recorded once, in the
+	// event's request; capability and presentation name the tool.
+	capability, err := jsonform.Marshal(map[string]any{"tool": s.Decision.Tool})
 	if err != nil {
 		return fmt.Errorf("interrupted step %d: %w", n, err)
 	}
 	presentation, err := jsonform.Marshal(map[string]any{
-		"tool": s.Decision.Tool, "args": args,
+		"tool": s.Decision.Tool,
 		"note": "the first attempt was interrupted and may have taken effect; granting runs it again",
 	})
 	if err != nil {

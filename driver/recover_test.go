@@ -110,7 +110,7 @@ func TestRecover_SideEffectPausesOnInterruptedApproval(t *testing.T) {
 	v := r.View()
 	wantEnd(t, v, projector.Waiting, driver.InterruptedSideEffect)
 	a := pending(t, r)
-	capability := `{"args":{"to":"ops@example.com"},"tool":"send_email"}`
+	capability := `{"tool":"send_email"}`
 	if a.Kind != driver.InterruptedSideEffect || a.Origin != events.OriginRecovery || a.Step != 1 {
 		t.Errorf("approval: got kind %s origin %q step %d, want %s from recovery for step 1", a.Kind, a.Origin, a.Step, driver.InterruptedSideEffect)
 	}

@@ -9,11 +9,16 @@ import (
 	"github.com/arbiter-run/arbiter/projector"
 )
 
-// settle moves a waiting run on if it can: a pending approval past its expiry
-// is recorded expired (which cancels the run); a recorded decision is checked
-// (signature by a configured operator, hash, expiry) and then either refused
-// and recorded, or acted on: a denial cancels the run, a grant resumes the
-// step. It reports false when the run must go on waiting.
+// settle moves a waiting run on if it can. A decision already recorded is
+// checked again (a key removed since is refused) and acted on: a denial
+// cancels the run, a grant resumes the step. Otherwise the decisions
+// operators published for the run since the last one it recorded are read
+// from the decisions stream, in order: the first is verified (see
+// [approvals.Check], judged against the time this worker read it) and
+// recorded, as a grant or denial when it holds, as a refusal when it does
+// not; an approval past its expiry with no decision received in time is
+// recorded expired (which cancels the run). It reports false when the run
+// must go on waiting.
 func (d *Driver) settle(ctx context.Context, r *Run) (bool, error) {
 	a := r.view.PendingApproval()
 	if a == nil {
@@ -21,12 +26,9 @@ func (d *Driver) settle(ctx context.Context, r *Run) (bool, error) {
 	}
 	switch a.State {
 	case projector.Pending:
-		if approvals.Expired(a, d.cfg.Now()) {
-			return true, d.append(ctx, r, r.ID(), events.ApprovalExpired, events.ExpiredBody{Approval: a.ID})
-		}
-		return false, nil
+		return d.intake(ctx, r, a)
 	case projector.Denied, projector.Granted:
-		if err := approvals.Check(d.cfg.Operators, r.ID(), a); err != nil {
+		if err := approvals.CheckRecorded(d.cfg.Operators, r.ID(), a, d.cfg.ClockSkew); err != nil {
 			return true, d.append(ctx, r, r.ID(), events.ApprovalRefused, events.RefusedBody{
 				Approval: a.ID, Event: a.DecisionEvent, Operator: a.Decision.Operator, Reason: err.Error(),
 			})
@@ -42,6 +44,36 @@ func (d *Driver) settle(ctx context.Context, r *Run) (bool, error) {
 	return false, fmt.Errorf("run %s: approval %s in state %s", r.ID(), a.ID, a.State)
 }
 
+// intake reads the next decision published for r, which waits on the
+// pending approval a, and records what it comes to.
+func (d *Driver) intake(ctx context.Context, r *Run, a *projector.Approval) (bool, error) {
+	msgs, err := d.log.Decisions(ctx, r.ID(), r.view.Intake, 1)
+	if err != nil {
+		return false, err
+	}
+	if len(msgs) == 0 {
+		if approvals.Expired(a, d.cfg.Now()) {
+			return true, d.append(ctx, r, r.ID(), events.ApprovalExpired, events.ExpiredBody{Approval: a.ID})
+		}
+		return false, nil
+	}
+	m := msgs[0]
+	refuse := func(operator string, why error) (bool, error) {
+		return true, d.append(ctx, r, r.ID(), events.ApprovalRefused, events.RefusedBody{
+			Approval: a.ID, Intake: m.Sequence, Operator: operator, Reason: why.Error(),
+		})
+	}
+	dec, err := approvals.ParseDecision(m.Data)
+	if err != nil {
+		return refuse("", err)
+	}
+	dec.Received, dec.Intake = d.cfg.Now().UTC(), m.Sequence
+	if err := approvals.Check(d.cfg.Operators, r.ID(), a, dec, d.cfg.ClockSkew); err != nil {
+		return refuse(dec.Operator, err)
+	}
+	return true, d.append(ctx, r, r.ID(), dec.Kind(), dec)
+}
+
 // resume re-checks a granted step: its recorded arguments against the tool's
 // current schema, then the policy again. It executes only on allow, or on a
 // require_approval whose hash equals the grant's; anything else pauses or
@@ -49,21 +81,6 @@ func (d *Driver) settle(ctx context.Context, r *Run) (bool, error) {
 // append of the write-ahead result, so across a fleet only one resume can.
 func (d *Driver) resume(ctx context.Context, r *Run, grant *projector.Approval) error {
 	return d.evaluate(ctx, r, grant.Step, grant)
-}
-
-// refuseStray records the refusal of an operator decision that named no
-// approval of the run, or one that was no longer pending.
-func (d *Driver) refuseStray(ctx context.Context, r *Run, s projector.Stray) error {
-	reason := approvals.ErrNoApproval.Error()
-	if a := r.view.Approval(s.Decision.Approval); a != nil {
-		reason = fmt.Sprintf("%v (state %s)", approvals.ErrNotPending, a.State)
-	}
-	if err := approvals.Verify(d.cfg.Operators, r.ID(), s.Decision); err != nil {
-		reason += "; " + err.Error()
-	}
-	return d.append(ctx, r, r.ID(), events.ApprovalRefused, events.RefusedBody{
-		Approval: s.Decision.Approval, Event: s.Event, Operator: s.Decision.Operator, Reason: reason,
-	})
 }
 
 // InterruptedSideEffect is the kind of the approval the runtime raises for a

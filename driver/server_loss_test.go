@@ -92,3 +92,55 @@ func TestDriver_ServerGoneMidRunLosesNothing(t *testing.T) {
 		t.Errorf("send executed %d times after recovery, want still 1", got)
 	}
 }
+
+// TestDriver_ServerGoneBeforeTheDecisionIsStoredAsksTheAgentOnce: the
+// server goes away while the agent decides, so its decision cannot be
+// recorded. Driving the same run again once a server is back (a new
+// connection, a new driver) records that decision instead of asking the
+// agent again: a model is not billed twice for one step because the log
+// was away (issue 10, item 7).
+func TestDriver_ServerGoneBeforeTheDecisionIsStoredAsksTheAgentOnce(t *testing.T) {
+	dir := t.TempDir()
+	srv, log := openOn(t, dir, -1)
+	send := testkit.NewLedger("send", events.RemoteMutation, testkit.AnyObject)
+	allow := policy.WithID(policy.SideEffectPolicy{events.RemoteMutation: policy.Allow, events.ReadOnly: policy.Allow}, "allow")
+	d, err := driver.New(driver.Config{Log: log, Policy: allow, Tools: []driver.Tool{send, done()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	r, err := d.Create(ctx, "lost-before-decision", "test", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	asked := 0
+	agent := driver.AgentFunc(func(_ context.Context, in driver.StepInput) (driver.Decision, error) {
+		asked++
+		if asked == 1 {
+			srv.Stop() // the server dies while the model thinks
+			return testkit.Call("send", `{"n":1}`), nil
+		}
+		return testkit.Call("done", `{}`), nil
+	})
+	if err := d.Drive(ctx, r, agent); err == nil {
+		t.Fatal("Drive with the server gone: nil error, want the failed append reported")
+	}
+	_, log2 := openOn(t, dir, -1)
+	d2, err := driver.New(driver.Config{Log: log2, Policy: allow, Tools: []driver.Tool{send, done()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d2.Drive(ctx, r, agent); err != nil {
+		t.Fatal(err)
+	}
+	if asked != 2 {
+		t.Errorf("agent asked %d times, want 2 (once for the send, once for the end)", asked)
+	}
+	if calls := send.Calls(); len(calls) != 1 || string(calls[0]) != `{"n":1}` {
+		t.Errorf("send calls %q, want the first decision once", calls)
+	}
+	if v := r.View(); v.Run.Status != projector.Completed {
+		t.Errorf("run %s, want COMPLETED", v.Run.Status)
+	}
+}

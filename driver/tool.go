@@ -31,6 +31,18 @@ type Spec struct {
 	Timeout time.Duration
 	// Terminal: a successful call completes the run with its result.
 	Terminal bool
+	// Pin, for a tool defined outside the runtime, is the hash it was
+	// reviewed as (recorded, and so bound by approvals). Optional.
+	Pin string
+	// Fixed is a JSON object of arguments the tool sets itself on every call,
+	// hidden from the model's schema; recorded in PolicyJSON form, and so
+	// bound by approvals. Optional.
+	Fixed json.RawMessage
+	// Data, Tags and Resource are recorded with the spec for rules files to
+	// match (see [events.ToolSpec]); nothing verifies them.
+	Data     []string
+	Tags     []string
+	Resource string
 }
 
 // Tool is a capability the agent may request. Execute receives the
@@ -80,6 +92,13 @@ func (e *ArgsError) Unwrap() error { return e.Err }
 // Malformed reports whether the arguments were not usable JSON at all (as
 // opposed to JSON the schema refused).
 func (e *ArgsError) Malformed() bool { return e.Err != nil }
+
+// ErrInterrupted, wrapped by an error from [Tool.Execute], says the call was
+// cut off with its effect unknown (the server that ran it died mid-call, or
+// stopped answering): the driver resolves it as it resolves a call a crash
+// interrupted (a read-only call runs once more, anything else waits for an
+// operator), never as an ordinary tool error the agent may simply retry.
+var ErrInterrupted = errors.New("call interrupted")
 
 // ErrBadTool marks a tool the driver refuses to register.
 var ErrBadTool = errors.New("unusable tool")
@@ -131,9 +150,21 @@ func Compile(t Tool) (*CompiledTool, error) {
 	if err != nil {
 		return nil, bad("schema does not compile: %v", err)
 	}
+	var fixed string
+	if len(bytes.TrimSpace(s.Fixed)) > 0 {
+		f, err := jsonform.PolicyJSON(s.Fixed)
+		if err != nil {
+			return nil, bad("fixed arguments are not usable JSON: %v", err)
+		}
+		if f[0] != '{' {
+			return nil, bad("fixed arguments are not a JSON object")
+		}
+		fixed = string(f)
+	}
 	rec := events.ToolSpec{
 		Name: s.Name, Description: s.Description, Schema: canon, SideEffect: s.SideEffect,
-		TimeoutMS: s.Timeout.Milliseconds(), Terminal: s.Terminal,
+		TimeoutMS: s.Timeout.Milliseconds(), Terminal: s.Terminal, Pin: s.Pin, Fixed: fixed,
+		Data: append([]string(nil), s.Data...), Tags: append([]string(nil), s.Tags...), Resource: s.Resource,
 	}
 	rec.Hash = SpecHash(rec)
 	return &CompiledTool{Tool: t, Spec: s, Record: rec, schema: sch}, nil

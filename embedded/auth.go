@@ -15,32 +15,51 @@ import (
 )
 
 // Subjects names what the permissions below cover. The zero value takes
-// Arbiter's defaults; Shards must match the log's.
+// Arbiter's defaults; every field must match the log's (events.Config) and
+// the fleet's (fleet.Config).
 type Subjects struct {
-	RunPrefix  string // default "arb.run"
-	RunStream  string // base name of the runs streams, default "ARB_RUNS"
-	Shards     int    // default 1
-	WorkPrefix string // default "arb.work"
-	KVBucket   string // default "ARB_VIEWS"
+	RunPrefix      string // default "arb.run"
+	RunStream      string // base name of the runs streams, default "ARB_RUNS"
+	Shards         int    // default 1
+	DecisionPrefix string // default "arb.decide"
+	DecisionStream string // default "ARB_DECISIONS"
+	WorkPrefix     string // default "arb.work"
+	WorkStream     string // default "ARB_WORK"
+	Consumer       string // the work queue's durable consumer, default "arb-workers"
+	KVBucket       string // default "ARB_VIEWS"
+	AgentsBucket   string // the agents registry, default "ARB_AGENTS"
+	RateBucket     string // the fleet-wide rate windows of rules files, default "ARB_RATES"
 }
 
 func (s Subjects) withDefaults() Subjects {
-	if s.RunPrefix == "" {
-		s.RunPrefix = "arb.run"
+	def := func(v *string, d string) {
+		if *v == "" {
+			*v = d
+		}
 	}
-	if s.RunStream == "" {
-		s.RunStream = "ARB_RUNS"
-	}
+	def(&s.RunPrefix, "arb.run")
+	def(&s.RunStream, "ARB_RUNS")
+	def(&s.DecisionPrefix, "arb.decide")
+	def(&s.DecisionStream, "ARB_DECISIONS")
+	def(&s.WorkPrefix, "arb.work")
+	def(&s.WorkStream, "ARB_WORK")
+	def(&s.Consumer, "arb-workers")
+	def(&s.KVBucket, "ARB_VIEWS")
+	def(&s.AgentsBucket, "ARB_AGENTS")
 	if s.Shards == 0 {
 		s.Shards = 1
 	}
-	if s.WorkPrefix == "" {
-		s.WorkPrefix = "arb.work"
-	}
-	if s.KVBucket == "" {
-		s.KVBucket = "ARB_VIEWS"
-	}
+	def(&s.RateBucket, "ARB_RATES")
 	return s
+}
+
+// runStreams are the names of the runs streams, ARB_RUNS_0..K-1.
+func (s Subjects) runStreams() []string {
+	out := make([]string, s.Shards)
+	for k := range out {
+		out[k] = s.RunStream + "_" + strconv.Itoa(k)
+	}
+	return out
 }
 
 // Inbox prefixes: each user receives replies only on its own, so one user
@@ -48,64 +67,88 @@ func (s Subjects) withDefaults() Subjects {
 const (
 	WorkerInbox   = "_INBOX_worker"
 	OperatorInbox = "_INBOX_operator"
+	AdminInbox    = "_INBOX_admin"
 )
 
-// WorkerPermissions lets a worker do everything a worker does (append run
-// events, use the JetStream API, the work queue and the snapshot bucket)
-// except publish an operator's decision. It receives replies on
-// [WorkerInbox] only: a worker connects with
-// nats.CustomInboxPrefix(WorkerInbox).
+// reads are the JetStream API subjects that read stream: its info, and a
+// stored message by sequence or by subject, directly or through the leader.
+func reads(stream string) []string {
+	return []string{
+		"$JS.API.STREAM.INFO." + stream,
+		"$JS.API.DIRECT.GET." + stream, "$JS.API.DIRECT.GET." + stream + ".>",
+		"$JS.API.STREAM.MSG.GET." + stream,
+	}
+}
+
+// WorkerPermissions lets a worker do exactly what a worker does: append run
+// events on every shard's subjects (decisions it has verified included),
+// publish nudges and expiry timers, put snapshots and its offer of agents,
+// read the runs streams, the decisions stream and both buckets, and take
+// and acknowledge work from the fleet's one consumer. It may not create,
+// update, delete or purge any stream, consumer or bucket (that is the
+// admin's step), delete a message, or publish an operator's decision
+// (arb.decide.>). It receives replies on [WorkerInbox] only: a worker
+// connects with nats.CustomInboxPrefix(WorkerInbox).
 func WorkerPermissions(s Subjects) *server.Permissions {
 	s = s.withDefaults()
+	allow := []string{
+		s.RunPrefix + ".>", s.WorkPrefix + ".>", "$KV." + s.KVBucket + ".>", "$KV." + s.AgentsBucket + ".>", "$KV." + s.RateBucket + ".>",
+		"$JS.ACK." + s.WorkStream + "." + s.Consumer + ".>",
+		"$JS.API.INFO",
+	}
+	for _, st := range s.runStreams() {
+		allow = append(allow, reads(st)...)
+	}
+	allow = append(allow, reads(s.DecisionStream)...)
+	allow = append(allow, reads("KV_"+s.KVBucket)...)
+	allow = append(allow, reads("KV_"+s.AgentsBucket)...)
+	allow = append(allow, reads("KV_"+s.RateBucket)...)
+	allow = append(allow,
+		"$JS.API.STREAM.INFO."+s.WorkStream,
+		"$JS.API.CONSUMER.INFO."+s.WorkStream+"."+s.Consumer,
+		"$JS.API.CONSUMER.MSG.NEXT."+s.WorkStream+"."+s.Consumer)
 	return &server.Permissions{
-		Publish: &server.SubjectPermission{
-			Allow: []string{s.RunPrefix + ".>", s.WorkPrefix + ".>", "$JS.API.>", "$JS.ACK.>", "$KV." + s.KVBucket + ".>"},
-			Deny:  decisionSubjects(s),
-		},
+		Publish:   &server.SubjectPermission{Allow: allow, Deny: []string{s.DecisionPrefix + ".>"}},
 		Subscribe: &server.SubjectPermission{Allow: []string{WorkerInbox + ".>"}},
 	}
 }
 
-// OperatorPermissions lets an operator read the runs streams (info, message
-// and direct gets, its own consumers for watching), publish approval
-// decisions, and nudge the work queue, and nothing else: no other run event,
-// no stream management, nothing on the work queue's consumer. It receives
-// replies on [OperatorInbox] only.
+// OperatorPermissions lets an operator publish signed decisions (on
+// arb.decide.<run>, one token per run), nudge the work queue (arb.work.<run>),
+// and read the runs streams and the decisions stream with info and message
+// gets, and nothing else: no run subject of any shard layout, no consumer
+// API at all (so no consumer of anyone's can be created, changed, deleted or
+// drained), no stream or bucket management, no snapshot. It receives replies
+// on [OperatorInbox] only.
 func OperatorPermissions(s Subjects) *server.Permissions {
 	s = s.withDefaults()
-	allow := append(decisionSubjects(s), s.WorkPrefix+".*", "$JS.API.INFO")
-	for k := 0; k < s.Shards; k++ {
-		st := s.RunStream + "_" + strconv.Itoa(k)
-		allow = append(allow,
-			"$JS.API.STREAM.INFO."+st, "$JS.API.STREAM.MSG.GET."+st,
-			"$JS.API.DIRECT.GET."+st, "$JS.API.DIRECT.GET."+st+".>",
-			"$JS.API.CONSUMER.CREATE."+st+".>", "$JS.API.CONSUMER.CREATE."+st,
-			"$JS.API.CONSUMER.DURABLE.CREATE."+st+".>", "$JS.API.CONSUMER.INFO."+st+".>",
-			"$JS.API.CONSUMER.MSG.NEXT."+st+".>", "$JS.API.CONSUMER.DELETE."+st+".>",
-			"$JS.ACK."+st+".>")
+	allow := []string{s.DecisionPrefix + ".*", s.WorkPrefix + ".*", "$JS.API.INFO"}
+	for _, st := range s.runStreams() {
+		allow = append(allow, reads(st)...)
 	}
+	allow = append(allow, reads(s.DecisionStream)...)
 	return &server.Permissions{
 		Publish:   &server.SubjectPermission{Allow: allow},
 		Subscribe: &server.SubjectPermission{Allow: []string{OperatorInbox + ".>"}},
 	}
 }
 
-// decisionSubjects are the subjects of operator decisions on every run, at
-// the depth the log's shard count gives them: <prefix>.<run>.<kind> with one
-// shard, <prefix>.<k>.<run>.<kind> with more. Only that depth: the other
-// would let an operator write inside a run's fence filter.
-func decisionSubjects(s Subjects) []string {
-	run := s.RunPrefix + ".*"
-	if s.Shards > 1 {
-		run = s.RunPrefix + ".*.*"
+// AdminPermissions is the administrator's: the whole JetStream API, used to
+// create and update the streams, the work consumer and the buckets
+// (`arbiter setup`, or a worker hosting the embedded server), and nothing
+// outside it (no run event, no decision, no nudge). It receives replies on
+// [AdminInbox] only.
+func AdminPermissions() *server.Permissions {
+	return &server.Permissions{
+		Publish:   &server.SubjectPermission{Allow: []string{"$JS.API.>"}},
+		Subscribe: &server.SubjectPermission{Allow: []string{AdminInbox + ".>"}},
 	}
-	return []string{run + ".approval.granted", run + ".approval.denied"}
 }
 
-// Credentials are the passwords of the worker and operator users the
-// embedded default creates.
+// Credentials are the passwords of the worker, operator and admin users
+// the embedded default creates.
 type Credentials struct {
-	Worker, Operator string
+	Worker, Operator, Admin string
 }
 
 // LoadCredentials reads the users' passwords from dir/credentials, creating
@@ -142,20 +185,26 @@ func LoadCredentials(dir string) (Credentials, error) {
 	if err != nil {
 		return Credentials{}, err
 	}
-	return Credentials{Worker: w, Operator: o}, nil
+	a, err := read("admin")
+	if err != nil {
+		return Credentials{}, err
+	}
+	return Credentials{Worker: w, Operator: o, Admin: a}, nil
 }
 
-// Users returns the two users, "worker" and "operator", with their
-// permissions.
+// Users returns the three users, "worker", "operator" and "admin", with
+// their permissions.
 func (c Credentials) Users(s Subjects) []*server.User {
 	return []*server.User{
 		{Username: "worker", Password: c.Worker, Permissions: WorkerPermissions(s)},
 		{Username: "operator", Password: c.Operator, Permissions: OperatorPermissions(s)},
+		{Username: "admin", Password: c.Admin, Permissions: AdminPermissions()},
 	}
 }
 
 // InboxOption is the connect option that makes user's client receive
-// replies on the inbox its permissions allow ("worker" or "operator").
+// replies on the inbox its permissions allow ("worker", "operator" or
+// "admin").
 func InboxOption(user string) nats.Option {
 	return nats.CustomInboxPrefix("_INBOX_" + user)
 }

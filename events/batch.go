@@ -21,13 +21,23 @@ import (
 // subscription (see publisher), into a channel sized for the batch: no
 // per-read subscription, whose default buffer is 512 KiB.
 func (l *Log) GetBatch(ctx context.Context, stream string, seq uint64, batch int, subject string) ([]*jetstream.RawStreamMsg, error) {
+	msgs, _, err := l.getBatch(ctx, stream, seq, batch, subject)
+	return msgs, err
+}
+
+// getBatch is [Log.GetBatch] that also says whether the stream held more
+// matching messages after the last one returned, as the server counted them
+// when it answered (its end-of-batch pending count). The server reads on
+// until it has batch messages or reaches the stream's end: a reader that
+// knows how many it wants asks for that many.
+func (l *Log) getBatch(ctx context.Context, stream string, seq uint64, batch int, subject string) (_ []*jetstream.RawStreamMsg, more bool, _ error) {
 	if batch < 1 {
-		return nil, nil
+		return nil, false, nil
 	}
 	batch = min(batch, maxBatch)
 	pub, err := l.publisher()
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	req, err := json.Marshal(struct {
 		Seq        uint64 `json:"seq"`
@@ -35,7 +45,7 @@ func (l *Log) GetBatch(ctx context.Context, stream string, seq uint64, batch int
 		NextBySubj string `json:"next_by_subj,omitempty"`
 	}{seq, batch, subject})
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	// Room for every message and the end-of-batch marker.
 	ch := make(chan ack, batch+1)
@@ -43,7 +53,7 @@ func (l *Log) GetBatch(ctx context.Context, stream string, seq uint64, batch int
 	defer pub.forget(tok)
 	msg := &nats.Msg{Subject: l.apiPrefix() + "DIRECT.GET." + stream, Reply: pub.base + tok, Data: req}
 	if err := pub.nc.PublishMsg(msg); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	var expire <-chan time.Time
 	if _, ok := ctx.Deadline(); !ok {
@@ -59,29 +69,33 @@ func (l *Log) GetBatch(ctx context.Context, stream string, seq uint64, batch int
 			if len(m.Data) == 0 && m.Header.Get("Status") != "" {
 				switch status := m.Header.Get("Status"); status {
 				case "204": // end of batch
-					return out, nil
+					np, err := strconv.ParseUint(m.Header.Get(numPendingHeader), 10, 64)
+					if err != nil {
+						return nil, false, fmt.Errorf("batch get from %s: end of batch without a pending count (headers %v)", stream, m.Header)
+					}
+					return out, np > 0, nil
 				case "404": // nothing (more) to read
-					return out, nil
+					return out, false, nil
 				case "503":
-					return nil, jetstream.ErrNoStreamResponse
+					return nil, false, jetstream.ErrNoStreamResponse
 				default:
-					return nil, fmt.Errorf("batch get from %s: status %s %s", stream, status, m.Header.Get("Description"))
+					return nil, false, fmt.Errorf("batch get from %s: status %s %s", stream, status, m.Header.Get("Description"))
 				}
 			}
 			raw, err := directMsg(m)
 			if err != nil {
-				return nil, fmt.Errorf("batch get from %s: %w", stream, err)
+				return nil, false, fmt.Errorf("batch get from %s: %w", stream, err)
 			}
 			if len(out) == batch {
-				return nil, fmt.Errorf("batch get from %s: more than the %d messages asked for", stream, batch)
+				return nil, false, fmt.Errorf("batch get from %s: more than the %d messages asked for", stream, batch)
 			}
 			out = append(out, raw)
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return nil, false, ctx.Err()
 		case <-expire:
-			return nil, nats.ErrTimeout
+			return nil, false, nats.ErrTimeout
 		case <-pub.closed:
-			return nil, nats.ErrConnectionClosed
+			return nil, false, nats.ErrConnectionClosed
 		}
 	}
 }
@@ -116,3 +130,7 @@ func (l *Log) apiPrefix() string {
 	}
 	return "$JS.API."
 }
+
+// numPendingHeader is the header of a batch reply that counts the matching
+// messages after it.
+const numPendingHeader = "Nats-Num-Pending"

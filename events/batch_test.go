@@ -7,7 +7,6 @@ import (
 
 	"github.com/arbiter-run/arbiter/events"
 	"github.com/arbiter-run/arbiter/testkit"
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 // TestRead_InterleavedRunsInBatches: runs written round-robin read back
@@ -48,7 +47,7 @@ func TestRead_InterleavedRunsInBatches(t *testing.T) {
 		}
 		// From the middle, as a snapshot would.
 		mid := recs[per/2-1].Tail()
-		after, err := l.ReadAfter(ctx, run, mid, tail)
+		after, _, err := l.Since(ctx, run, mid)
 		if err != nil || len(after) != per/2 {
 			t.Fatalf("read %s after %d: %d events, %v; want %d", run, mid.Count, len(after), err, per/2)
 		}
@@ -56,7 +55,7 @@ func TestRead_InterleavedRunsInBatches(t *testing.T) {
 	// A tail that claims more events than are stored.
 	beyond := tails[0]
 	beyond.Count += 3
-	if _, err := l.ReadAfter(ctx, "r0", tails[0], beyond); !errors.Is(err, events.ErrBrokenChain) {
+	if _, _, err := l.Since(ctx, "r0", beyond); !errors.Is(err, events.ErrBrokenChain) {
 		t.Fatalf("read past the stored events: got %v, want ErrBrokenChain", err)
 	}
 }
@@ -67,15 +66,15 @@ func TestRead_NoStream(t *testing.T) {
 	env := testkit.JetStream(t)
 	l := env.Log(t, events.Config{})
 	t0 := startRun(t, ctx, l, "r")
-	t1, err := l.Append(ctx, t0, mustEvent(t, "r", events.StepDecided, events.StepDecidedBody{Step: 1, Tool: "x"}))
-	if err != nil {
+	if _, err := l.Append(ctx, t0, mustEvent(t, "r", events.StepDecided, events.StepDecidedBody{Step: 1, Tool: "x"})); err != nil {
 		t.Fatal(err)
 	}
 	if err := env.JS.DeleteStream(ctx, l.StreamName(0)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := l.ReadAfter(ctx, "r", events.Tail{}, t1); !errors.Is(err, jetstream.ErrNoStreamResponse) {
-		t.Fatalf("batch read with no stream: got %v, want ErrNoStreamResponse", err)
+	// Gone is not broken: the run is not refused for good.
+	if _, _, err := l.Read(ctx, "r"); err == nil || errors.Is(err, events.ErrBrokenChain) || errors.Is(err, events.ErrNoRun) {
+		t.Fatalf("read with no stream: got %v, want a transport error (not a broken chain, not no run)", err)
 	}
 }
 

@@ -29,7 +29,22 @@ type ToolSpec struct {
 	SideEffect  string          `json:"side_effect"`
 	TimeoutMS   int64           `json:"timeout_ms"`
 	Terminal    bool            `json:"terminal,omitempty"`
-	Hash        string          `json:"hash,omitempty"`
+	// Pin is what the tool was reviewed as, when its definition comes from
+	// outside the runtime (an MCP server's pinned tool hash); empty for a
+	// built-in tool.
+	Pin string `json:"pin,omitempty"`
+	// Fixed holds arguments the runtime sets on every call, hidden from the
+	// model, as one JSON object in PolicyJSON form; empty for none.
+	Fixed string `json:"fixed,omitempty"`
+	Hash  string `json:"hash,omitempty"`
+	// Data names the categories of data the tool touches ("financial.card",
+	// "ssn"), for the data targets of rules files. Empty: none declared.
+	Data []string `json:"data,omitempty"`
+	// Tags are free labels, matched by the operation targets of rules files.
+	Tags []string `json:"tags,omitempty"`
+	// Resource names the top-level argument that holds what the call acts on
+	// (a URL, a path), matched by the resource targets of rules files.
+	Resource string `json:"resource,omitempty"`
 }
 
 // Limits bound a run. A zero field means "no limit" for that dimension.
@@ -47,6 +62,35 @@ type RunCreatedBody struct {
 	Input  json.RawMessage `json:"input,omitempty"`
 	// Agent names the agent that drives the run (for the worker to find it).
 	Agent string `json:"agent,omitempty"`
+	// Actor is who asked for the run; nil: nobody named.
+	Actor *Actor `json:"actor,omitempty"`
+	// Surface is where the request came from ("api", "mcp", "cli").
+	Surface string `json:"surface,omitempty"`
+}
+
+// Actor is who asked for a run: what policies may condition on.
+type Actor struct {
+	ID         string            `json:"id"`
+	Roles      []string          `json:"roles,omitempty"`
+	Attributes map[string]string `json:"attributes,omitempty"`
+}
+
+// Clone returns a copy of a that shares nothing with it.
+func (a *Actor) Clone() *Actor {
+	if a == nil {
+		return nil
+	}
+	c := &Actor{ID: a.ID}
+	if a.Roles != nil {
+		c.Roles = append([]string{}, a.Roles...)
+	}
+	if a.Attributes != nil {
+		c.Attributes = make(map[string]string, len(a.Attributes))
+		for k, v := range a.Attributes {
+			c.Attributes[k] = v
+		}
+	}
+	return c
 }
 
 // RunToolsBody is the body of [RunTools]: the whole new tool set.
@@ -65,6 +109,22 @@ type StepDecidedBody struct {
 	ArgsBytes []byte `json:"args_bytes,omitempty"`
 	CallID    string `json:"call_id,omitempty"`
 	Reason    string `json:"reason,omitempty"`
+	// Oversize is set when the decision was too large to record: Tool,
+	// Args, CallID and Reason then hold only a prefix of each, and the
+	// decision is refused (an invalid_decision observation) without being
+	// checked or shown to the policy.
+	Oversize *Oversize `json:"oversize,omitempty"`
+}
+
+// Oversize describes a decision too large to record whole.
+type Oversize struct {
+	// Bytes is the decision's size: its tool name, arguments, call id and
+	// reason together.
+	Bytes int `json:"bytes"`
+	// SHA256 is the hex SHA-256 of the arguments as the agent sent them.
+	SHA256 string `json:"sha256"`
+	// Limit is the size the driver records whole.
+	Limit int `json:"limit"`
 }
 
 // RawArgs returns the argument bytes exactly as the agent returned them.
@@ -112,6 +172,39 @@ type PolicyBody struct {
 	Origin   string `json:"origin,omitempty"`
 	// Resume is true when the evaluation was made on resuming a paused step.
 	Resume bool `json:"resume,omitempty"`
+	// Parts is what made up the outcome, for a composed or rules policy:
+	// each member's (or rule's) id, outcome and reason, in the policy's order.
+	Parts []PolicyPart `json:"parts,omitempty"`
+	// Shadow is what a candidate policy, run beside the enforcing one and
+	// never enforced, answered for the same request.
+	Shadow *ShadowBody `json:"shadow,omitempty"`
+}
+
+// ShadowBody is a shadow policy's answer, recorded and never acted on.
+type ShadowBody struct {
+	PolicyID string `json:"policy_id"`
+	// Outcome is one of the four, or [OutcomeError] when the candidate
+	// failed (its error in Reason).
+	Outcome      string       `json:"outcome"`
+	Reason       string       `json:"reason,omitempty"`
+	ApprovalKind string       `json:"approval_kind,omitempty"`
+	Parts        []PolicyPart `json:"parts,omitempty"`
+}
+
+// PolicyPart is one member's or rule's share of a recorded policy result.
+type PolicyPart struct {
+	ID      string `json:"id"`
+	Outcome string `json:"outcome"`
+	Reason  string `json:"reason,omitempty"`
+	// Code is a machine-readable reason ("REFUND_TOO_LARGE").
+	Code string `json:"code,omitempty"`
+	// Mode is how a rule was enforced (block, confirm, warn, audit); a warn
+	// or audit part is recorded and decided nothing.
+	Mode string `json:"mode,omitempty"`
+	// Window names the fleet-wide counter a rate rule read, and Count what
+	// it held before this call: the reading a replay re-checks against.
+	Window string `json:"window,omitempty"`
+	Count  int64  `json:"count,omitempty"`
 }
 
 // Observation kinds.
@@ -153,9 +246,13 @@ const (
 	Deny  = "deny"
 )
 
-// DecisionBody is the body of [ApprovalGranted] and [ApprovalDenied]: an
-// operator's decision, signed over the run, the approval id, the hash and the
-// decision.
+// DecisionBody is an operator's decision, signed over the run, the
+// approval id, the hash, the decision, the operator, the signing time and
+// the reason. An operator publishes it on the run's decision subject (see
+// [Log.PublishDecision]) with Received and Intake empty; the worker that
+// accepts it records it as the body of [ApprovalGranted] or
+// [ApprovalDenied] (whichever Decision says), with Received and Intake
+// filled in. Those two are the worker's, not signed.
 type DecisionBody struct {
 	Approval  string    `json:"approval"`
 	Hash      string    `json:"hash"`
@@ -164,6 +261,24 @@ type DecisionBody struct {
 	Reason    string    `json:"reason,omitempty"`
 	Signed    time.Time `json:"signed"`
 	Signature string    `json:"signature"`
+	// Received is when the worker that recorded the decision read it from
+	// the decisions stream, by that worker's clock (the clock approvals
+	// expire by). Expiry and the signing time are judged against it.
+	Received time.Time `json:"received,omitzero"`
+	// Intake is the decision's sequence in the decisions stream.
+	Intake uint64 `json:"intake,omitempty"`
+}
+
+// Kind is the event kind that records d: [ApprovalGranted] for a grant,
+// [ApprovalDenied] for a denial, "" for anything else.
+func (d DecisionBody) Kind() Kind {
+	switch d.Decision {
+	case Grant:
+		return ApprovalGranted
+	case Deny:
+		return ApprovalDenied
+	}
+	return ""
 }
 
 // ExpiredBody is the body of [ApprovalExpired].
@@ -174,17 +289,26 @@ type ExpiredBody struct {
 // RefusedBody is the body of [ApprovalRefused].
 type RefusedBody struct {
 	Approval string `json:"approval"`
-	// Event is the id of the decision event that was refused.
-	Event    string `json:"event"`
+	// Event is the id of the recorded decision event that was refused, when
+	// a decision already recorded no longer verifies (its key was removed).
+	Event string `json:"event,omitempty"`
+	// Intake is the sequence in the decisions stream of the published
+	// decision that was refused before it was recorded.
+	Intake   uint64 `json:"intake,omitempty"`
 	Operator string `json:"operator,omitempty"`
 	Reason   string `json:"reason"`
 }
 
 // End reasons.
 const (
-	ReasonCompleted        = "completed"
-	ReasonPolicyAbort      = "policy_abort"
-	ReasonInternalError    = "internal_error"
+	ReasonCompleted     = "completed"
+	ReasonPolicyAbort   = "policy_abort"
+	ReasonInternalError = "internal_error"
+	// ReasonTooLarge ends a run one of whose events the server cannot
+	// store (a policy's approval JSON too large, say): it fails closed,
+	// with the size recorded, instead of waiting on an append that can
+	// never be made.
+	ReasonTooLarge         = "event_too_large"
 	ReasonRepeatedFailures = "repeated_tool_failures"
 	ReasonStepLimit        = "step_limit"
 	ReasonLoopDetected     = "loop_detected"

@@ -17,7 +17,7 @@ import (
 func appendBody(dst []byte, body any) ([]byte, bool) {
 	switch b := body.(type) {
 	case StepDecidedBody:
-		if b.ArgsBytes != nil {
+		if b.ArgsBytes != nil || b.Oversize != nil {
 			return dst, false
 		}
 		dst = append(dst, `{"step":`...)
@@ -29,7 +29,7 @@ func appendBody(dst []byte, body any) ([]byte, bool) {
 		dst = appendOmit(dst, `,"reason":`, b.Reason)
 		return append(dst, '}'), true
 	case PolicyBody:
-		if b.Approval != nil {
+		if b.Approval != nil || b.Shadow != nil {
 			return dst, false
 		}
 		dst = append(dst, `{"step":`...)
@@ -53,6 +53,9 @@ func appendBody(dst []byte, body any) ([]byte, bool) {
 		if b.Resume {
 			dst = append(dst, `,"resume":true`...)
 		}
+		if len(b.Parts) > 0 {
+			dst = appendParts(append(dst, `,"parts":`...), b.Parts)
+		}
 		return append(dst, '}'), true
 	case ObservedBody:
 		dst = append(dst, `{"step":`...)
@@ -67,6 +70,29 @@ func appendBody(dst []byte, body any) ([]byte, bool) {
 		return append(dst, '}'), true
 	}
 	return dst, false
+}
+
+// appendParts appends parts as encoding/json writes a []PolicyPart.
+func appendParts(dst []byte, parts []PolicyPart) []byte {
+	dst = append(dst, '[')
+	for i, p := range parts {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, `{"id":`...)
+		dst = appendString(dst, p.ID)
+		dst = append(dst, `,"outcome":`...)
+		dst = appendString(dst, p.Outcome)
+		dst = appendOmit(dst, `,"reason":`, p.Reason)
+		dst = appendOmit(dst, `,"code":`, p.Code)
+		dst = appendOmit(dst, `,"mode":`, p.Mode)
+		dst = appendOmit(dst, `,"window":`, p.Window)
+		if p.Count != 0 {
+			dst = strconv.AppendInt(append(dst, `,"count":`...), p.Count, 10)
+		}
+		dst = append(dst, '}')
+	}
+	return append(dst, ']')
 }
 
 // appendOmit appends key and s as a JSON string unless s is empty

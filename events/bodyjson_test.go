@@ -52,6 +52,21 @@ func TestBodyJSON_SameAsEncodingJSON(t *testing.T) {
 			if rapid.Bool().Draw(t, "approval") {
 				b.Approval = &ApprovalRequest{ID: "a1", Kind: drawText(t, "approval_kind"), Hash: "h"}
 			}
+			switch rapid.IntRange(0, 2).Draw(t, "parts") {
+			case 1:
+				b.Parts = []PolicyPart{}
+			case 2:
+				for i := range rapid.IntRange(1, 3).Draw(t, "nparts") {
+					b.Parts = append(b.Parts, PolicyPart{
+						ID: drawText(t, "part_id"), Outcome: drawText(t, "part_outcome"), Reason: drawText(t, "part_reason"),
+						Code: drawText(t, "part_code"), Mode: drawText(t, "part_mode"), Window: drawText(t, "part_window"),
+						Count: rapid.Int64Range(-1, 1<<40).Draw(t, "part_count") * int64(i%2),
+					})
+				}
+			}
+			if rapid.Bool().Draw(t, "shadow") {
+				b.Shadow = &ShadowBody{PolicyID: drawText(t, "shadow_id"), Outcome: "allow"}
+			}
 			body = b
 		default:
 			body = ObservedBody{

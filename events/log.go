@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -32,6 +33,13 @@ type Config struct {
 	// Duplicates is the window in which JetStream recognises a repeated
 	// message id. Default two minutes.
 	Duplicates time.Duration
+	// DecisionStream is the stream operators publish signed decisions to.
+	// Default "ARB_DECISIONS".
+	DecisionStream string
+	// DecisionPrefix is the first tokens of the decision subjects: a
+	// decision on run R is published on "<DecisionPrefix>.R". Default
+	// "arb.decide". It must not overlap Prefix.
+	DecisionPrefix string
 }
 
 func (c Config) withDefaults() Config {
@@ -50,8 +58,18 @@ func (c Config) withDefaults() Config {
 	if c.Duplicates == 0 {
 		c.Duplicates = 2 * time.Minute
 	}
+	if c.DecisionStream == "" {
+		c.DecisionStream = "ARB_DECISIONS"
+	}
+	if c.DecisionPrefix == "" {
+		c.DecisionPrefix = "arb.decide"
+	}
 	return c
 }
+
+// WithDefaults returns c with every unset field at its default: the names a
+// log opened with c uses.
+func (c Config) WithDefaults() Config { return c.withDefaults() }
 
 // Validate reports a configuration that cannot work, naming the field.
 func (c Config) Validate() error {
@@ -63,6 +81,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("log config: replicas %d (want 1..5)", c.Replicas)
 	case c.Duplicates < 0:
 		return fmt.Errorf("log config: negative duplicates window %s", c.Duplicates)
+	case c.DecisionPrefix == c.Prefix || strings.HasPrefix(c.DecisionPrefix, c.Prefix+".") || strings.HasPrefix(c.Prefix, c.DecisionPrefix+"."):
+		return fmt.Errorf("log config: decision prefix %q overlaps the run prefix %q", c.DecisionPrefix, c.Prefix)
+	case c.DecisionStream == c.Stream || strings.HasPrefix(c.DecisionStream, c.Stream+"_"):
+		return fmt.Errorf("log config: decision stream %q clashes with the runs streams %s_<k>", c.DecisionStream, c.Stream)
 	}
 	return nil
 }
@@ -114,6 +136,9 @@ func Open(ctx context.Context, js jetstream.JetStream, cfg Config) (*Log, error)
 			return nil, fmt.Errorf("open log: create stream %s: %w", name, err)
 		}
 		l.streams = append(l.streams, s)
+	}
+	if _, err := js.CreateOrUpdateStream(ctx, l.decisionStreamConfig()); err != nil {
+		return nil, fmt.Errorf("open log: create stream %s: %w", cfg.DecisionStream, err)
 	}
 	return l, nil
 }

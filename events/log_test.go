@@ -277,18 +277,24 @@ func TestLog_ReadAfterSnapshot(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	recs, err := l.ReadAfter(ctx, "r", t1, tail)
+	recs, got, err := l.Since(ctx, "r", t1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(recs) != 3 || recs[0].Event.Seq != 2 {
-		t.Errorf("read after: %d records", len(recs))
+	if len(recs) != 3 || recs[0].Event.Seq != 2 || got != tail {
+		t.Errorf("read after: %d records, tail %+v", len(recs), got)
 	}
-	// A snapshot whose hash does not match what is stored is refused.
-	bad := t1
-	bad.Hash = "00"
-	if _, err := l.ReadAfter(ctx, "r", bad, tail); !errors.Is(err, events.ErrBrokenChain) {
-		t.Errorf("stale snapshot hash: got %v, want ErrBrokenChain", err)
+	// A snapshot whose tail the log does not hold is refused: a wrong
+	// hash, a wrong position, a stream sequence of another message.
+	for name, bad := range map[string]events.Tail{
+		"hash":     {Seq: t1.Seq, Count: t1.Count, Hash: "00"},
+		"position": {Seq: t1.Seq, Count: t1.Count + 1, Hash: t1.Hash},
+		"seq":      {Seq: t1.Seq + 1, Count: t1.Count, Hash: t1.Hash},
+		"beyond":   {Seq: tail.Seq + 10, Count: tail.Count + 10, Hash: tail.Hash},
+	} {
+		if _, _, err := l.Since(ctx, "r", bad); !errors.Is(err, events.ErrBrokenChain) {
+			t.Errorf("snapshot tail with a wrong %s: got %v, want ErrBrokenChain", name, err)
+		}
 	}
 }
 

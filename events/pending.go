@@ -73,6 +73,9 @@ func (l *Log) Begin(ctx context.Context, tail Tail, ev Event) (*Pending, error) 
 	if err != nil {
 		return nil, fmt.Errorf("append %s to run %s: %w", ev.Kind, ev.Run, err)
 	}
+	if max := l.MaxEventBytes(); len(data) > max {
+		return nil, fmt.Errorf("append %s to run %s: %w: %d bytes, the server takes at most %d", ev.Kind, ev.Run, ErrTooLarge, len(data), max)
+	}
 	p := &Pending{
 		l: l, pub: pub,
 		rec: Record{Event: ev, Data: data, Stream: l.StreamName(l.Shard(ev.Run))},
@@ -400,4 +403,25 @@ func (b *publisher) route(m *nats.Msg) {
 	case w.ch <- ack{m, time.Now()}:
 	default:
 	}
+}
+
+// ErrTooLarge marks an event the server would refuse for its size: it is
+// never sent. The writer records something smaller instead (the driver
+// fails the run closed, naming the size), so a run never waits on an
+// append that can never be made.
+var ErrTooLarge = errors.New("event too large to store")
+
+// headroom is what an append's headers (message id, fence) and the
+// server's own framing take of the maximum payload.
+const headroom = 1 << 10
+
+// MaxEventBytes is the largest encoded event an append sends: the server's
+// maximum payload, as the connection was told it, less the headers'
+// headroom.
+func (l *Log) MaxEventBytes() int {
+	pub, err := l.publisher()
+	if err != nil || pub.nc.MaxPayload() <= headroom {
+		return 0
+	}
+	return int(pub.nc.MaxPayload()) - headroom
 }

@@ -11,91 +11,124 @@ import (
 // ErrNoRun is returned when a run has no events.
 var ErrNoRun = errors.New("no such run")
 
-// Read returns every event of run, in order, and its tail. It asks the
-// server for exactly the run's event count (from its last event), so it never
-// scans past the run, and it verifies the hash chain as it goes: an altered or
-// missing event is an error wrapping [ErrBrokenChain].
+// Read returns every event of run, in order, and its tail. See
+// [Log.Since].
 func (l *Log) Read(ctx context.Context, run string) ([]Record, Tail, error) {
 	return l.Since(ctx, run, Tail{})
 }
 
 // Since returns the events of run after the position from, and the run's
-// tail: what a holder of a view at from needs to bring it up to date. When
-// only one event was appended since, the lookup of the tail has already
-// returned it, and no second read is made.
+// tail: what a holder of a view at from needs to bring it up to date.
+//
+// A read is believed only whole. The run's tail is its last stored message
+// itself, as the server's index of the run's subjects gives it (its stream
+// sequence and hash), never a position some message claims. Every message
+// stored on the run's subjects from from up to that one must be the next
+// event of the run: on its own subject, at the next position, chained on
+// the hash of the one before, and the last must be that very message. A
+// second message claiming a position already read, a message on the run's
+// subjects that is no event of it, or a gap is an error wrapping
+// [ErrBrokenChain], and nothing of the run is returned. A non-zero from
+// must name a message the log holds (its stream sequence, position and
+// hash): a snapshot's tail that the log does not have is refused the same
+// way.
+//
+// A stream only grows at its end, so when the run's last message is from's
+// own, nothing was added to the run since: that costs one lookup, as does
+// finding a run's tail; anything newer is one more batch read, of as many
+// messages as the last one's position says are left, so the server does
+// not scan the rest of the stream.
 func (l *Log) Since(ctx context.Context, run string, from Tail) ([]Record, Tail, error) {
+	if err := ValidRunID(run); err != nil {
+		return nil, Tail{}, err
+	}
 	m, err := l.last(ctx, run)
 	if err != nil {
 		return nil, Tail{}, fmt.Errorf("read run %s: %w", run, err)
 	}
-	if m == nil {
-		return nil, Tail{}, fmt.Errorf("read run %s: %w", run, ErrNoRun)
+	notInLog := func() error {
+		return fmt.Errorf("read run %s: %w: position %d (stream seq %d, hash %.12s) is not in the log", run, ErrBrokenChain, from.Count, from.Seq, from.Hash)
 	}
-	e, err := Decode(m.Data)
+	switch {
+	case m == nil && from.Count == 0:
+		return nil, Tail{}, fmt.Errorf("read run %s: %w", run, ErrNoRun)
+	case m == nil, from.Count > 0 && m.Sequence < from.Seq:
+		return nil, Tail{}, notInLog()
+	}
+	last, err := Decode(m.Data)
 	if err != nil {
 		return nil, Tail{}, fmt.Errorf("read run %s at stream seq %d: %w", run, m.Sequence, err)
 	}
-	if err := l.CheckSubject(m.Subject, e); err != nil {
-		return nil, Tail{}, fmt.Errorf("read run %s: %w", run, err)
-	}
-	tail := Tail{Seq: m.Sequence, Count: e.Seq, Hash: Hash(m.Data)}
-	switch {
-	case tail == from:
-		return nil, tail, nil
-	case e.Seq == from.Count+1:
-		rec, err := l.chained(run, l.StreamName(l.Shard(run)), m, e.Seq, from.Hash)
-		if err != nil {
-			return nil, Tail{}, err
+	if from.Count > 0 && m.Sequence == from.Seq {
+		if Hash(m.Data) != from.Hash || last.Run != run || last.Seq != from.Count {
+			return nil, Tail{}, notInLog()
 		}
-		return []Record{rec}, tail, nil
+		return nil, from, nil
 	}
-	recs, err := l.ReadAfter(ctx, run, from, tail)
-	return recs, tail, err
+	stream, filter := l.StreamName(l.Shard(run)), l.RunFilter(run)
+	next, tail := uint64(1), from
+	anchored := from.Count == 0 // the first message read must be from's own, unless from is the start
+	if !anchored {
+		next = from.Seq
+	}
+	var out []Record
+	for next <= m.Sequence {
+		// Ask for as many messages as the last one's position says are
+		// left (it is only a hint: the chain decides), so the server stops
+		// at the run's end rather than scan the rest of the stream.
+		want := maxBatch // the last message's claim is already false: read on to find where
+		if last.Seq > tail.Count {
+			want = int(min(last.Seq-tail.Count, maxBatch))
+		}
+		if !anchored {
+			want = min(want+1, maxBatch)
+		}
+		msgs, _, err := l.getBatch(ctx, stream, next, want, filter)
+		if err != nil {
+			return nil, Tail{}, fmt.Errorf("read run %s: %w", run, err)
+		}
+		if len(msgs) == 0 {
+			break
+		}
+		for _, msg := range msgs {
+			if msg.Sequence > m.Sequence {
+				break // appended after the run's end was looked up
+			}
+			if !anchored {
+				if msg.Sequence != from.Seq || Hash(msg.Data) != from.Hash {
+					return nil, Tail{}, notInLog()
+				}
+				e, err := Decode(msg.Data)
+				if err != nil || e.Run != run || e.Seq != from.Count {
+					return nil, Tail{}, notInLog()
+				}
+				anchored = true
+				continue
+			}
+			rec, err := l.chained(run, stream, msg, tail.Count+1, tail.Hash)
+			if err != nil {
+				return nil, Tail{}, err
+			}
+			out = append(out, rec)
+			tail = rec.Tail()
+		}
+		next = msgs[len(msgs)-1].Sequence + 1
+		if len(out) > 0 && tail.Seq == m.Sequence {
+			break
+		}
+	}
+	switch {
+	case !anchored:
+		return nil, Tail{}, notInLog()
+	case tail.Seq != m.Sequence || tail.Hash != Hash(m.Data):
+		return nil, Tail{}, fmt.Errorf("read run %s: %w: its last stored message (stream seq %d) is not the end of its chain (read to stream seq %d, position %d)", run, ErrBrokenChain, m.Sequence, tail.Seq, tail.Count)
+	}
+	return out, tail, nil
 }
 
 // maxBatch bounds one batch read (see [Log.GetBatch]): a long run is read
 // in several, each with a reply channel of its size.
 const maxBatch = 1024
-
-// ReadAfter returns the events of run after the position from, up to and
-// including the position to (as returned by [Log.Tail]). The first event read
-// must chain onto from.Hash. A view snapshot at from plus these events is the
-// run at to.
-func (l *Log) ReadAfter(ctx context.Context, run string, from, to Tail) ([]Record, error) {
-	if to.Count < from.Count {
-		return nil, fmt.Errorf("read run %s: tail %d is before snapshot %d", run, to.Count, from.Count)
-	}
-	want := int(to.Count - from.Count)
-	if want == 0 {
-		return nil, nil
-	}
-	stream := l.StreamName(l.Shard(run))
-	out := make([]Record, 0, want)
-	next, prev := from.Seq+1, from.Hash
-	for len(out) < want {
-		msgs, err := l.GetBatch(ctx, stream, next, want-len(out), l.RunFilter(run))
-		if err != nil {
-			return nil, fmt.Errorf("read run %s: %w", run, err)
-		}
-		got := 0
-		for _, m := range msgs {
-			rec, err := l.chained(run, stream, m, from.Count+uint64(len(out))+1, prev)
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, rec)
-			prev, next = Hash(m.Data), m.Sequence+1
-			got++
-			if len(out) == want {
-				break
-			}
-		}
-		if got == 0 {
-			return nil, fmt.Errorf("read run %s: %w: %d events missing after position %d", run, ErrBrokenChain, want-len(out), from.Count+uint64(len(out)))
-		}
-	}
-	return out, nil
-}
 
 func (l *Log) chained(run, stream string, m *jetstream.RawStreamMsg, seq uint64, prev string) (Record, error) {
 	e, err := Decode(m.Data)
@@ -112,98 +145,4 @@ func (l *Log) chained(run, stream string, m *jetstream.RawStreamMsg, seq uint64,
 		})
 	}
 	return Record{Event: e, Data: m.Data, Stream: stream, StreamSeq: m.Sequence}, nil
-}
-
-// RawRecord is a stored message as read by [Log.Scan], not yet decoded: a
-// reader that must survive a malformed event (an audit) decodes it itself.
-type RawRecord struct {
-	Data      []byte
-	Subject   string
-	Stream    string
-	StreamSeq uint64
-}
-
-// Scan calls fn for every message of shard k's stream from stream sequence
-// from (1 for the start) up to the last message stored when Scan began, in
-// order. It stops at the first error fn returns and returns it. Scan reads
-// through an ordered consumer, so it costs one pass over the stream.
-func (l *Log) Scan(ctx context.Context, k int, from uint64, fn func(RawRecord) error) error {
-	stream := l.StreamName(k)
-	s, err := l.js.Stream(ctx, stream)
-	if err != nil {
-		return fmt.Errorf("scan %s: %w", stream, err)
-	}
-	info, err := s.Info(ctx)
-	if err != nil {
-		return fmt.Errorf("scan %s: %w", stream, err)
-	}
-	end := info.State.LastSeq
-	if from == 0 {
-		from = 1
-	}
-	if end < from || info.State.Msgs == 0 {
-		return nil
-	}
-	return l.consume(ctx, k, from, func(r RawRecord) (bool, error) {
-		if err := fn(r); err != nil {
-			return false, err
-		}
-		return r.StreamSeq < end, nil
-	})
-}
-
-// Follow calls fn for every message of shard k's stream from stream sequence
-// from on, and keeps waiting for new ones until ctx is done or fn returns an
-// error. It is what projectors and summaries are built on.
-func (l *Log) Follow(ctx context.Context, k int, from uint64, fn func(RawRecord) error) error {
-	if from == 0 {
-		from = 1
-	}
-	err := l.consume(ctx, k, from, func(r RawRecord) (bool, error) { return true, fn(r) })
-	if ctx.Err() != nil {
-		return nil
-	}
-	return err
-}
-
-func (l *Log) consume(ctx context.Context, k int, from uint64, fn func(RawRecord) (more bool, err error)) error {
-	stream := l.StreamName(k)
-	c, err := l.js.OrderedConsumer(ctx, stream, jetstream.OrderedConsumerConfig{
-		DeliverPolicy: jetstream.DeliverByStartSequencePolicy,
-		OptStartSeq:   from,
-	})
-	if err != nil {
-		return fmt.Errorf("read %s: %w", stream, err)
-	}
-	it, err := c.Messages(jetstream.PullMaxMessages(1024))
-	if err != nil {
-		return fmt.Errorf("read %s: %w", stream, err)
-	}
-	defer it.Stop()
-	done := make(chan struct{})
-	defer close(done)
-	go func() {
-		select {
-		case <-ctx.Done():
-			it.Stop()
-		case <-done:
-		}
-	}()
-	for {
-		m, err := it.Next()
-		if err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			return fmt.Errorf("read %s: %w", stream, err)
-		}
-		md, err := m.Metadata()
-		if err != nil {
-			return fmt.Errorf("read %s: %w", stream, err)
-		}
-		more, err := fn(RawRecord{Data: m.Data(), Subject: m.Subject(), Stream: stream, StreamSeq: md.Sequence.Stream})
-		if err != nil || !more {
-			return err
-		}
-	}
 }

@@ -115,12 +115,7 @@ models:
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, _ := env.d.Load(ctx, "run-m")
-	ev, err := events.New("run-m", events.ApprovalGranted, b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := env.log.Append(ctx, r.Tail(), ev); err != nil {
+	if _, err := approvals.Publish(ctx, env.log, "run-m", b); err != nil {
 		t.Fatal(err)
 	}
 	if err := env.q.Nudge(ctx, "run-m", "granted"); err != nil {

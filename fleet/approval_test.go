@@ -129,16 +129,8 @@ func (f *approvalFleet) grant(t *testing.T, log *events.Log, run string, a proje
 	if err != nil {
 		t.Fatal(err)
 	}
-	ev, err := events.New(run, events.ApprovalGranted, d)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tail, err := log.Tail(t.Context(), run)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := log.Append(t.Context(), tail, ev); err != nil {
-		t.Fatalf("append grant: %v", err)
+	if _, err := approvals.Publish(t.Context(), log, run, d); err != nil {
+		t.Fatalf("publish grant: %v", err)
 	}
 }
 
@@ -235,6 +227,24 @@ func TestFleet_SixteenConcurrentResumesExecuteOnce(t *testing.T) {
 	}
 	a := *v.PendingApproval()
 	f.grant(t, d.Log(), run, a)
+	// Record it as the worker that reads it does, so that every driver
+	// below loads the approval granted and races to consume it.
+	msgs, err := d.Log().Decisions(t.Context(), run, 0, 1)
+	if err != nil || len(msgs) != 1 {
+		t.Fatalf("published decisions: %d, %v", len(msgs), err)
+	}
+	dec, err := approvals.ParseDecision(msgs[0].Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec.Received, dec.Intake = time.Now().UTC(), msgs[0].Sequence
+	ev, err := events.New(run, events.ApprovalGranted, dec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Log().Append(t.Context(), r.Tail(), ev); err != nil {
+		t.Fatal(err)
+	}
 
 	const n = 16
 	runs := make([]*driver.Run, n)

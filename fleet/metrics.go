@@ -16,6 +16,16 @@ type Metrics struct {
 	Conflicts      prometheus.Counter
 	RunsInFlight   prometheus.Gauge
 	ApprovalEvents *prometheus.CounterVec
+	// RunsStalled counts the runs whose last drive on this worker failed
+	// (an append the server did not take, a read that failed): they are
+	// retried with a growing delay, and their agent is not asked again
+	// for a step it already answered.
+	RunsStalled prometheus.Gauge
+	// Unloadable counts nudges for runs whose events do not verify or
+	// fold: those runs are never driven.
+	Unloadable prometheus.Counter
+	// NoAgent counts runs failed because no worker offers their agent.
+	NoAgent prometheus.Counter
 }
 
 // NewMetrics registers a worker's metrics with reg.
@@ -28,8 +38,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Conflicts:      prometheus.NewCounter(prometheus.CounterOpts{Name: "arbiter_conflicts_total", Help: "Runs dropped because another writer moved them."}),
 		RunsInFlight:   prometheus.NewGauge(prometheus.GaugeOpts{Name: "arbiter_runs_in_flight", Help: "Runs this worker is driving now."}),
 		ApprovalEvents: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "arbiter_approval_events_total", Help: "Approval events this worker appended, by kind (requested, expired, refused)."}, []string{"kind"}),
+		RunsStalled:    prometheus.NewGauge(prometheus.GaugeOpts{Name: "arbiter_runs_stalled", Help: "Runs whose last drive on this worker failed and that wait to be retried with backoff."}),
+		Unloadable:     prometheus.NewCounter(prometheus.CounterOpts{Name: "arbiter_runs_unloadable_total", Help: "Nudges for runs whose events do not verify or fold (never driven)."}),
+		NoAgent:        prometheus.NewCounter(prometheus.CounterOpts{Name: "arbiter_runs_no_agent_total", Help: "Runs failed because no worker of the fleet offers their agent."}),
 	}
-	reg.MustRegister(m.Steps, m.Outcomes, m.AppendSeconds, m.AppendErrors, m.Conflicts, m.RunsInFlight, m.ApprovalEvents)
+	reg.MustRegister(m.Steps, m.Outcomes, m.AppendSeconds, m.AppendErrors, m.Conflicts, m.RunsInFlight, m.ApprovalEvents, m.RunsStalled, m.Unloadable, m.NoAgent)
 	return m
 }
 
@@ -66,5 +79,23 @@ func (m *Metrics) inFlight(d float64) {
 func (m *Metrics) conflict() {
 	if m != nil {
 		m.Conflicts.Inc()
+	}
+}
+
+func (m *Metrics) stalled(d float64) {
+	if m != nil {
+		m.RunsStalled.Add(d)
+	}
+}
+
+func (m *Metrics) unloadable() {
+	if m != nil {
+		m.Unloadable.Inc()
+	}
+}
+
+func (m *Metrics) noAgent() {
+	if m != nil {
+		m.NoAgent.Inc()
 	}
 }

@@ -35,6 +35,9 @@ type Config struct {
 	AckWait time.Duration
 	// Bucket is the KV bucket of view snapshots. Default "ARB_VIEWS".
 	Bucket string
+	// AgentsBucket is the KV bucket where workers say which agents they
+	// offer (see [AgentsTTL]). Default "ARB_AGENTS".
+	AgentsBucket string
 	// Replicas of the work stream and the bucket. Default 1.
 	Replicas int
 	// Storage of the work stream and the bucket (file by default).
@@ -56,6 +59,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Bucket == "" {
 		c.Bucket = "ARB_VIEWS"
+	}
+	if c.AgentsBucket == "" {
+		c.AgentsBucket = "ARB_AGENTS"
 	}
 	if c.Replicas == 0 {
 		c.Replicas = 1
@@ -82,8 +88,9 @@ type Queue struct {
 	js  jetstream.JetStream
 	cfg Config
 
-	mu     sync.Mutex
-	bucket jetstream.KeyValue // the snapshot bucket, once looked up
+	mu       sync.Mutex
+	bucket   jetstream.KeyValue // the snapshot bucket, once looked up
+	registry jetstream.KeyValue // the agents registry, once looked up
 }
 
 // Setup creates or updates the work stream, the shared consumer and the
@@ -128,7 +135,41 @@ func Setup(ctx context.Context, js jetstream.JetStream, cfg Config) (*Queue, err
 	if err != nil {
 		return nil, fmt.Errorf("set up snapshot bucket %s: %w", cfg.Bucket, err)
 	}
+	if _, err := js.CreateOrUpdateKeyValue(ctx, agentsBucketConfig(cfg)); err != nil {
+		return nil, fmt.Errorf("set up agents registry %s: %w", cfg.AgentsBucket, err)
+	}
 	return &Queue{js: js, cfg: cfg}, nil
+}
+
+// Attach returns the queue whose work stream, shared consumer, snapshot
+// bucket and agents registry already exist, creating and changing nothing:
+// for a worker whose NATS user may use them but not set them up (an
+// administrator does, with `arbiter setup`). A missing one is an error
+// wrapping jetstream.ErrStreamNotFound, ErrConsumerNotFound or
+// ErrBucketNotFound. The queue's AckWait is the consumer's, as set up.
+func Attach(ctx context.Context, js jetstream.JetStream, cfg Config) (*Queue, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	c, err := js.Consumer(ctx, cfg.WorkStream, cfg.Consumer)
+	if err != nil {
+		return nil, fmt.Errorf("attach work queue: consumer %s of stream %s: %w", cfg.Consumer, cfg.WorkStream, err)
+	}
+	// The consumer's ack wait is what the server holds a worker to,
+	// whatever this worker was configured with: signs of life follow it.
+	if w := c.CachedInfo().Config.AckWait; w > 0 {
+		cfg.AckWait = w
+	}
+	kv, err := js.KeyValue(ctx, cfg.Bucket)
+	if err != nil {
+		return nil, fmt.Errorf("attach work queue: snapshot bucket %s: %w", cfg.Bucket, err)
+	}
+	reg, err := js.KeyValue(ctx, cfg.AgentsBucket)
+	if err != nil {
+		return nil, fmt.Errorf("attach work queue: agents registry %s: %w", cfg.AgentsBucket, err)
+	}
+	return &Queue{js: js, cfg: cfg, bucket: kv, registry: reg}, nil
 }
 
 // NewQueue returns the queue for clients that only publish nudges (the

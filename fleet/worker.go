@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"time"
@@ -47,6 +48,7 @@ type Worker struct {
 
 	mu       sync.Mutex
 	inFlight map[string]bool
+	stalled  map[string]bool
 }
 
 // NewWorker checks cfg and builds a worker.
@@ -69,7 +71,7 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Worker{cfg: cfg, d: cfg.Driver, q: cfg.Queue, log: cfg.Logger, cache: newCache(cfg.CacheSize), inFlight: map[string]bool{}}, nil
+	return &Worker{cfg: cfg, d: cfg.Driver, q: cfg.Queue, log: cfg.Logger, cache: newCache(cfg.CacheSize), inFlight: map[string]bool{}, stalled: map[string]bool{}}, nil
 }
 
 // Start creates run with agent and input and nudges the fleet to drive it.
@@ -91,6 +93,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	stop := make(chan struct{})
 	hard, cancelHard := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelHard()
+	go w.advertise(ctx)
 	slots := make(chan struct{}, w.cfg.Concurrency)
 	var wg sync.WaitGroup
 	for ctx.Err() == nil {
@@ -157,6 +160,17 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, stop <-chan stru
 	defer w.release(run)
 	w.cfg.Metrics.inFlight(1)
 	defer w.cfg.Metrics.inFlight(-1)
+	defer func() {
+		// A bug that panics while one run is driven must not take the
+		// worker, and every other run it holds, down with it: the run is
+		// given back with a growing delay and the panic logged.
+		if p := recover(); p != nil {
+			w.cache.drop(run)
+			w.markStalled(run, true)
+			w.log.Error("panic while driving run; it is given back", "run", run, "panic", p, "stack", string(debug.Stack()))
+			_ = msg.NakWithDelay(backoff(delivered(msg)))
+		}
+	}()
 
 	r, err := w.load(ctx, run)
 	switch {
@@ -175,6 +189,7 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, stop <-chan stru
 	case permanent(err):
 		// A run whose events do not verify or fold can never be driven:
 		// fail closed and say so loudly, once.
+		w.cfg.Metrics.unloadable()
 		w.log.Error("run cannot be loaded; it will not be driven", "run", run, "err", err)
 		_ = msg.Term()
 		return
@@ -193,9 +208,10 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, stop <-chan stru
 	if agent == nil {
 		agent = w.cfg.Agents[""]
 	}
-	if agent == nil && v.Run.Status == projector.Running {
-		w.log.Error("no agent for run", "run", run, "agent", v.Run.Agent)
-		_ = msg.NakWithDelay(5 * time.Second)
+	if agent == nil && v.Run.Status == projector.Running && w.d.NeedsAgent(r) {
+		if !w.noAgent(ctx, r, msg) {
+			_ = msg.NakWithDelay(time.Duration(min(delivered(msg), 5)) * time.Second)
+		}
 		return
 	}
 	busyCtx := driver.WithBusy(ctx, w.q.cfg.AckWait/3, func() { _ = msg.InProgress() })
@@ -205,6 +221,7 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, stop <-chan stru
 		// Someone else moved the run: stop driving it at once, forget our
 		// view, and let the queue hand the run to whoever should have it.
 		w.cfg.Metrics.conflict()
+		w.markStalled(run, false)
 		w.cache.drop(run)
 		w.log.Info("run moved under us; dropping it", "run", run)
 		_ = msg.NakWithDelay(100 * time.Millisecond)
@@ -214,11 +231,17 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, stop <-chan stru
 		_ = msg.Nak()
 		return
 	case err != nil:
-		w.cache.drop(run)
-		w.log.Warn("drive run", "run", run, "err", err)
-		_ = msg.NakWithDelay(time.Second)
+		// The log did not take an append, or a read failed: keep the view
+		// (with the agent's decision it could not record, so the agent is
+		// not asked again) and try again later, waiting longer each time.
+		w.cache.put(r)
+		wait := backoff(delivered(msg))
+		w.markStalled(run, true)
+		w.log.Warn("drive run failed; retrying with backoff", "run", run, "err", err, "retry_in", wait)
+		_ = msg.NakWithDelay(wait)
 		return
 	}
+	w.markStalled(run, false)
 	w.keep(ctx, r)
 	if r.View().Run.Status == projector.Running {
 		// Stopped where a decision is needed and this worker has no agent
@@ -255,6 +278,35 @@ func (w *Worker) afterAck(ctx context.Context, r *driver.Run) {
 	}
 }
 
+// noAgent handles run r, which needs an agent this worker does not have.
+// When no live worker offers it either (and the nudge has come back
+// noAgentAfter times, so a worker starting up has had time to say what it
+// offers), the run is failed with the reason recorded. It reports whether
+// it settled the nudge.
+func (w *Worker) noAgent(ctx context.Context, r *driver.Run, msg jetstream.Msg) bool {
+	v := r.View()
+	offered, err := w.q.Offered(ctx, v.Run.Agent)
+	if err != nil || offered || delivered(msg) < noAgentAfter {
+		w.log.Warn("no agent for run here; leaving it to a worker that has one", "run", r.ID(), "agent", v.Run.Agent, "offered_elsewhere", offered, "err", err)
+		return false
+	}
+	names, _ := w.q.Agents(ctx)
+	detail := fmt.Sprintf("no worker offers agent %q (offered: %s)", v.Run.Agent, strings.Join(names, ", "))
+	if err := w.d.Fail(ctx, r, ReasonNoAgent, detail); err != nil {
+		w.log.Warn("fail run with no agent", "run", r.ID(), "err", err)
+		return false
+	}
+	w.cfg.Metrics.noAgent()
+	w.log.Error("run failed: no worker offers its agent", "run", r.ID(), "agent", v.Run.Agent)
+	w.cache.drop(r.ID())
+	_ = msg.Ack()
+	return true
+}
+
+// noAgentAfter is how many deliveries of a run's nudge find no worker
+// offering its agent before the run is failed.
+const noAgentAfter = 3
+
 // expiryDue handles an expiry timer: when its approval is not yet due it is
 // put back for the time left; when the run no longer waits it is dropped.
 // It reports whether the run should be driven now.
@@ -274,11 +326,13 @@ func (w *Worker) expiryDue(r *driver.Run, msg jetstream.Msg) bool {
 
 func (w *Worker) keep(ctx context.Context, r *driver.Run) {
 	if r.View().Run.Status.Ended() {
-		// Nobody drives an ended run again: no view to keep.
+		// Nobody drives an ended run again: no view to keep in memory,
+		// but the snapshot is brought to the end, never left at a point
+		// the run has passed.
 		w.cache.drop(r.ID())
-		return
+	} else {
+		w.cache.put(r)
 	}
-	w.cache.put(r)
 	if err := w.q.Save(ctx, r); err != nil {
 		w.log.Warn("snapshot", "run", r.ID(), "err", err)
 	}
@@ -295,6 +349,32 @@ func (w *Worker) load(ctx context.Context, run string) (*driver.Run, error) {
 	}
 	r, _, err := w.q.Load(ctx, w.d, run)
 	return r, err
+}
+
+// backoff is how long a run whose drive failed waits before the n-th
+// delivery of its nudge: one second, doubling, at most a minute.
+func backoff(n uint64) time.Duration {
+	d := time.Second
+	for i := uint64(1); i < n && d < time.Minute; i++ {
+		d *= 2
+	}
+	return min(d, time.Minute)
+}
+
+// markStalled keeps the stalled gauge: run's last drive failed or not.
+func (w *Worker) markStalled(run string, stalled bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.stalled[run] == stalled {
+		return
+	}
+	if stalled {
+		w.stalled[run] = true
+		w.cfg.Metrics.stalled(1)
+	} else {
+		delete(w.stalled, run)
+		w.cfg.Metrics.stalled(-1)
+	}
 }
 
 func permanent(err error) bool {

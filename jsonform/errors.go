@@ -28,6 +28,12 @@ var (
 	// ErrDuplicateKey reports an object key that occurs twice in the same
 	// object, compared after unescaping: {"a":1,"\u0061":2} repeats "a".
 	ErrDuplicateKey = errors.New("repeated object key")
+	// ErrFoldedKey reports two keys of one object that differ but are
+	// equal under the case folding encoding/json uses to match keys to
+	// struct fields ({"dest":1,"DEST":2}, {"dest":1,"deſt":2}): a validator
+	// and a policy reading the object as keys would see two members, a tool
+	// decoding it into a struct one, and which one depends on order.
+	ErrFoldedKey = errors.New("object keys equal under case folding")
 	// ErrLoneSurrogate reports a \uD800-\uDFFF escape that is not part of a
 	// high surrogate immediately followed by a low surrogate.
 	ErrLoneSurrogate = errors.New("escaped surrogate outside a pair")

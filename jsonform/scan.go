@@ -3,6 +3,8 @@ package jsonform
 import (
 	"bytes"
 	"strconv"
+	"unicode"
+	"unicode/utf8"
 )
 
 // linearKeyLimit is how many members an object may have before duplicate
@@ -127,7 +129,7 @@ func (p *parser) object() *Error {
 // objectBody parses `"key":value` pairs up to and including the closing '}'.
 // The members are recorded from index base of p.members.
 func (p *parser) objectBody(base int) *Error {
-	var set map[string]struct{}
+	var set map[string][]byte
 	for {
 		p.skipWS()
 		if p.pos >= len(p.in) || p.in[p.pos] != '"' {
@@ -138,8 +140,11 @@ func (p *parser) objectBody(base int) *Error {
 		if err != nil {
 			return err
 		}
-		if p.seen(base, key, &set) {
-			return errAt(keyOff, ErrDuplicateKey, "repeated object key "+quoteKey(key))
+		if prev := p.seen(base, key, &set); prev != nil {
+			if bytes.Equal(prev, key) {
+				return errAt(keyOff, ErrDuplicateKey, "repeated object key "+quoteKey(key))
+			}
+			return errAt(keyOff, ErrFoldedKey, "object key "+quoteKey(key)+" equals "+quoteKey(prev)+" under case folding (encoding/json would decode both into one field)")
 		}
 		start := len(p.out)
 		p.skipWS()
@@ -162,30 +167,63 @@ func (p *parser) objectBody(base int) *Error {
 	}
 }
 
-// seen reports whether key repeats a key of the object whose members start
-// at base. Small objects are scanned linearly; large ones use *set, built
+// seen returns the key of the object whose members start at base that key
+// repeats, or that it equals under encoding/json's case folding (which
+// decodes "dest" and "deſt" into one field), or nil. Small objects are
+// scanned linearly; large ones use *set, keyed by the folded key and built
 // on first need.
-func (p *parser) seen(base int, key []byte, set *map[string]struct{}) bool {
+func (p *parser) seen(base int, key []byte, set *map[string][]byte) []byte {
 	ms := p.members[base:]
 	if len(ms) < linearKeyLimit {
 		for i := range ms {
-			if bytes.Equal(ms[i].key, key) {
-				return true
+			if bytes.EqualFold(ms[i].key, key) {
+				return ms[i].key
 			}
 		}
-		return false
+		return nil
 	}
 	if *set == nil {
-		*set = make(map[string]struct{}, 2*len(ms))
+		*set = make(map[string][]byte, 2*len(ms))
 		for i := range ms {
-			(*set)[string(ms[i].key)] = struct{}{}
+			(*set)[string(foldKey(nil, ms[i].key))] = ms[i].key
 		}
 	}
-	if _, ok := (*set)[string(key)]; ok {
-		return true
+	folded := string(foldKey(nil, key))
+	if prev, ok := (*set)[folded]; ok {
+		return prev
 	}
-	(*set)[string(key)] = struct{}{}
-	return false
+	(*set)[folded] = key
+	return nil
+}
+
+// foldKey appends to dst a form of key such that two keys have the same
+// form exactly when bytes.EqualFold holds for them: ASCII letters upper
+// cased, every other rune the smallest of its simple fold orbit, as
+// encoding/json matches object keys to struct fields.
+func foldKey(dst, key []byte) []byte {
+	for i := 0; i < len(key); {
+		c := key[i]
+		if c < utf8.RuneSelf {
+			if 'a' <= c && c <= 'z' {
+				c -= 'a' - 'A'
+			}
+			dst = append(dst, c)
+			i++
+			continue
+		}
+		r, n := utf8.DecodeRune(key[i:])
+		for {
+			r2 := unicode.SimpleFold(r)
+			if r2 <= r {
+				r = r2
+				break
+			}
+			r = r2
+		}
+		dst = utf8.AppendRune(dst, r)
+		i += n
+	}
+	return dst
 }
 
 // next consumes the ',' or the closing byte that follows an element. It

@@ -28,8 +28,8 @@ func operator(t *testing.T) (nkeys.KeyPair, approvals.Operators) {
 	return operatorKey, approvals.Operators{pub: "alice"}
 }
 
-// grant signs a grant of the approval run waits on and appends it, as an
-// operator would.
+// grant signs a grant of the approval run waits on and publishes it, as
+// an operator would.
 func grant(t *testing.T, h *harness, run string) {
 	t.Helper()
 	ctx := t.Context()
@@ -43,15 +43,11 @@ func grant(t *testing.T, h *harness, run string) {
 		t.Fatalf("run %s (%s): no pending approval", run, v.Run.Status)
 	}
 	kp, _ := operator(t)
-	b, err := approvals.Sign(kp, run, a.ID, a.Hash, events.Grant, "checked", time.Now())
+	b, err := approvals.Sign(kp, run, a.ID, a.Hash, events.Grant, "checked", a.Requested.Add(time.Millisecond))
 	if err != nil {
 		t.Fatalf("sign: %v", err)
 	}
-	ev, err := events.New(run, events.ApprovalGranted, b)
-	if err != nil {
-		t.Fatalf("grant event: %v", err)
-	}
-	if _, err := h.log.Append(ctx, r.Tail(), ev); err != nil {
-		t.Fatalf("append grant: %v", err)
+	if _, err := approvals.Publish(ctx, h.log, run, b); err != nil {
+		t.Fatalf("publish grant: %v", err)
 	}
 }

@@ -76,6 +76,9 @@ type Decision struct {
 	Outcome  Outcome
 	Reason   string
 	Approval *Approval
+	// Parts, when set, is recorded with the result: what each member of a
+	// composed policy, or each rule of a rules file, answered.
+	Parts []events.PolicyPart
 }
 
 // Policy decides whether a request runs. Evaluate must not keep or change

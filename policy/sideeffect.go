@@ -28,7 +28,10 @@ func DefaultSideEffects() SideEffectPolicy {
 
 // Evaluate answers with the outcome mapped to the tool's class. A
 // require_approval asks for an approval of the class's kind whose capability
-// is the exact request (tool and arguments).
+// and presentation name the tool. The arguments are not repeated in them:
+// the approval hash binds the exact request's arguments already
+// (docs/adr/0004), the operator commands show them from the request, and an
+// approval event then carries them once.
 func (p SideEffectPolicy) Evaluate(_ context.Context, req Request, _ projector.View) (Decision, error) {
 	class := req.Tool.SideEffect
 	o, ok := p[class]
@@ -39,6 +42,6 @@ func (p SideEffectPolicy) Evaluate(_ context.Context, req Request, _ projector.V
 	if o != RequireApproval {
 		return Decision{Outcome: o, Reason: reason}, nil
 	}
-	capability := map[string]any{"tool": req.Tool.Name, "args": req.Args}
+	capability := map[string]any{"tool": req.Tool.Name}
 	return NeedApproval(class, reason+" needs an operator", capability, capability)
 }

@@ -62,7 +62,7 @@ func (v *View) ApplyWith(e events.Event, body any) error {
 	if e.Seq != v.Run.Events+1 {
 		return v.errf(e, "position %d after %d events", e.Seq, v.Run.Events)
 	}
-	if v.Run.Status.Ended() && !isApprovalKind(e.Kind) {
+	if v.Run.Status.Ended() {
 		return v.errf(e, "run already %s", v.Run.Status)
 	}
 	if err := v.apply(e, body); err != nil {
@@ -71,14 +71,6 @@ func (v *View) ApplyWith(e events.Event, body any) error {
 	v.Run.Events = e.Seq
 	v.Run.Updated = e.Time
 	return nil
-}
-
-func isApprovalKind(k events.Kind) bool {
-	switch k {
-	case events.ApprovalGranted, events.ApprovalDenied, events.ApprovalRefused:
-		return true
-	}
-	return false
 }
 
 func (v *View) errf(e events.Event, format string, a ...any) error {
@@ -132,6 +124,7 @@ func (v *View) created(e events.Event, b events.RunCreatedBody) error {
 	v.Run = Run{
 		ID: e.Run, Status: Running, Agent: b.Agent, Input: b.Input,
 		Tools: b.Tools, Limits: b.Limits, Created: e.Time,
+		Actor: b.Actor, Surface: b.Surface,
 	}
 	return nil
 }
@@ -198,7 +191,8 @@ func (v *View) policy(e events.Event, b events.PolicyBody) error {
 	switch {
 	case wantApproval:
 		v.Approvals = append(v.Approvals, Approval{
-			ApprovalRequest: *b.Approval, Step: b.Step, Origin: b.Origin, State: Pending, Requested: e.Time,
+			ApprovalRequest: *b.Approval, Step: b.Step, Tool: s.Decision.Tool, Args: b.Args,
+			Origin: b.Origin, State: Pending, Requested: e.Time,
 		})
 		v.Run.Status, v.Run.Reason = Waiting, b.Approval.Kind
 	case b.Outcome == Deny:
@@ -273,13 +267,18 @@ func (v *View) interrupted(e events.Event, b events.InterruptedBody) error {
 }
 
 func (v *View) decision(e events.Event, b events.DecisionBody) error {
-	// A decision on no approval of this run, or on one that is not pending,
-	// changes nothing but is kept until a worker records its refusal: an
-	// operator's stray or forged event can never break the fold.
+	// Only a worker records a decision, after it verified it against a
+	// pending approval: anything else in the log is not a decision the run
+	// can have taken, and the run does not fold.
+	if b.Kind() != e.Kind {
+		return v.errf(e, "decision %q recorded as %s", b.Decision, e.Kind)
+	}
 	a := v.Approval(b.Approval)
 	if a == nil || a.State != Pending {
-		v.Strays = append(v.Strays, Stray{Event: e.ID, Kind: e.Kind, Decision: b})
-		return nil
+		return v.errf(e, "decision on approval %q, which is not pending", b.Approval)
+	}
+	if b.Intake <= v.Intake || b.Received.IsZero() {
+		return v.errf(e, "decision from intake %d received %s, after intake %d", b.Intake, b.Received, v.Intake)
 	}
 	if e.Kind == events.ApprovalGranted {
 		a.State = Granted
@@ -287,6 +286,7 @@ func (v *View) decision(e events.Event, b events.DecisionBody) error {
 		a.State = Denied
 	}
 	a.Decision, a.DecisionEvent = &b, e.ID
+	v.Intake = b.Intake
 	return nil
 }
 
@@ -301,14 +301,19 @@ func (v *View) expired(e events.Event, b events.ExpiredBody) error {
 }
 
 func (v *View) refused(e events.Event, b events.RefusedBody) error {
-	if a := v.Approval(b.Approval); a != nil && a.DecisionEvent == b.Event && (a.State == Granted || a.State == Denied) {
-		a.State, a.Decision, a.DecisionEvent = Pending, nil, ""
-	}
-	for i, s := range v.Strays {
-		if s.Event == b.Event {
-			v.Strays = append(v.Strays[:i:i], v.Strays[i+1:]...)
-			break
+	switch {
+	case b.Intake > 0 && b.Intake <= v.Intake:
+		return v.errf(e, "refusal of intake %d, after intake %d", b.Intake, v.Intake)
+	case b.Intake > 0:
+		v.Intake = b.Intake
+	case b.Event != "":
+		a := v.Approval(b.Approval)
+		if a == nil || a.DecisionEvent != b.Event || (a.State != Granted && a.State != Denied) {
+			return v.errf(e, "refusal of decision event %q, which approval %q does not hold", b.Event, b.Approval)
 		}
+		a.State, a.Decision, a.DecisionEvent = Pending, nil, ""
+	default:
+		return v.errf(e, "refusal of nothing")
 	}
 	v.Refusals = append(v.Refusals, b)
 	return nil

@@ -108,9 +108,10 @@ func (h *history) decideApproval(k events.Kind, id string) events.Event {
 	if k == events.ApprovalDenied {
 		d = events.Deny
 	}
+	at := base.Add(time.Duration(len(h.evs)) * time.Second)
 	return h.add(k, events.DecisionBody{
 		Approval: id, Hash: "hash-" + id, Decision: d, Operator: "OPKEY",
-		Signed: base.Add(time.Duration(len(h.evs)) * time.Second), Signature: "sig",
+		Signed: at, Signature: "sig", Received: at, Intake: uint64(len(h.evs) + 1),
 	})
 }
 
@@ -368,10 +369,9 @@ func TestFold_RefusalReturnsApprovalToPending(t *testing.T) {
 	h.decide(1, "write", `{}`)
 	h.request(1, "a1")
 	g := h.grant("a1")
-	h.add(events.ApprovalRefused, events.RefusedBody{Approval: "a1", Event: "some-other-event", Reason: "unknown key"})
 	v := h.fold()
-	if a := v.Approval("a1"); a.State != projector.Granted || a.DecisionEvent != g.ID || len(v.Refusals) != 1 {
-		t.Errorf("refusal naming another event: got state %s event %q refusals %d, want granted %q 1", a.State, a.DecisionEvent, len(v.Refusals), g.ID)
+	if err := v.Apply(h.next(events.ApprovalRefused, events.RefusedBody{Approval: "a1", Event: "some-other-event", Reason: "unknown key"})); !errors.Is(err, projector.ErrFold) {
+		t.Errorf("refusal naming an event the approval does not hold: got %v, want ErrFold", err)
 	}
 
 	h.add(events.ApprovalRefused, events.RefusedBody{Approval: "a1", Event: g.ID, Operator: "OPKEY", Reason: "bad signature"})
@@ -380,7 +380,7 @@ func TestFold_RefusalReturnsApprovalToPending(t *testing.T) {
 	if a.State != projector.Pending || a.Decision != nil || a.DecisionEvent != "" {
 		t.Errorf("refusal naming the grant: got state %s decision %+v event %q, want pending with no decision", a.State, a.Decision, a.DecisionEvent)
 	}
-	if len(v.Refusals) != 2 || v.Refusals[1].Reason != "bad signature" || v.Refusals[1].Event != g.ID {
+	if len(v.Refusals) != 1 || v.Refusals[0].Reason != "bad signature" || v.Refusals[0].Event != g.ID {
 		t.Errorf("refusals: got %+v", v.Refusals)
 	}
 	if v.Run.Status != projector.Waiting {
@@ -395,45 +395,77 @@ func TestFold_RefusalReturnsApprovalToPending(t *testing.T) {
 	}
 }
 
-func TestFold_DecisionOnDecidedApprovalIsStray(t *testing.T) {
-	h := started(t, "r1")
-	h.decide(1, "write", `{}`)
-	h.request(1, "a1")
-	g := h.grant("a1")
-	d := h.decideApproval(events.ApprovalDenied, "a1")
-	v := h.fold()
-	a := v.Approval("a1")
-	if a.State != projector.Granted || a.DecisionEvent != g.ID || a.Decision.Decision != events.Grant {
-		t.Errorf("second decision: got state %s event %q decision %q, want the first grant", a.State, a.DecisionEvent, a.Decision.Decision)
-	}
-	if len(v.Strays) != 1 || v.Strays[0].Event != d.ID || v.Strays[0].Kind != events.ApprovalDenied {
-		t.Errorf("strays: got %+v, want the denial %s", v.Strays, d.ID)
-	}
-	if v.Run.Events != uint64(len(h.evs)) {
-		t.Errorf("events: got %d, want %d (the decision is still folded)", v.Run.Events, len(h.evs))
-	}
-	// Recording the refusal of the stray clears it and keeps the grant.
-	h.add(events.ApprovalRefused, events.RefusedBody{Approval: "a1", Event: d.ID, Reason: "already decided"})
-	v = h.fold()
-	if len(v.Strays) != 0 || len(v.Refusals) != 1 || v.Approval("a1").State != projector.Granted {
-		t.Errorf("after refusing the stray: strays %+v refusals %d state %s, want none, 1, granted", v.Strays, len(v.Refusals), v.Approval("a1").State)
+// TestFold_DecisionsOnlyAsAWorkerRecordsThem: a worker records a decision
+// only after verifying it against a pending approval, read from the
+// decisions stream after the last one the run recorded. Anything else on a
+// decision subject cannot be a decision the run took, and the run does not
+// fold: a second decision on a decided approval, one on an approval the run
+// does not have, a denial stored as a grant (and the reverse), one with no
+// time of receipt, one from an intake already read (issue 10, item 2).
+func TestFold_DecisionsOnlyAsAWorkerRecordsThem(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		add  func(h *history) events.Event
+	}{
+		{"second decision", func(h *history) events.Event {
+			h.grant("a1")
+			return h.next(events.ApprovalDenied, events.DecisionBody{Approval: "a1", Hash: "hash-a1", Decision: events.Deny, Received: base, Intake: 99})
+		}},
+		{"unknown approval", func(h *history) events.Event {
+			return h.next(events.ApprovalGranted, events.DecisionBody{Approval: "forged", Decision: events.Grant, Received: base, Intake: 99})
+		}},
+		{"denial stored as a grant", func(h *history) events.Event {
+			return h.next(events.ApprovalGranted, events.DecisionBody{Approval: "a1", Hash: "hash-a1", Decision: events.Deny, Received: base, Intake: 99})
+		}},
+		{"grant stored as a denial", func(h *history) events.Event {
+			return h.next(events.ApprovalDenied, events.DecisionBody{Approval: "a1", Hash: "hash-a1", Decision: events.Grant, Received: base, Intake: 99})
+		}},
+		{"neither grant nor deny", func(h *history) events.Event {
+			return h.next(events.ApprovalGranted, events.DecisionBody{Approval: "a1", Hash: "hash-a1", Decision: "GRANT", Received: base, Intake: 99})
+		}},
+		{"no time of receipt", func(h *history) events.Event {
+			return h.next(events.ApprovalGranted, events.DecisionBody{Approval: "a1", Hash: "hash-a1", Decision: events.Grant, Intake: 99})
+		}},
+		{"intake already read", func(h *history) events.Event {
+			h.add(events.ApprovalRefused, events.RefusedBody{Approval: "a1", Intake: 50, Reason: "bad signature"})
+			return h.next(events.ApprovalGranted, events.DecisionBody{Approval: "a1", Hash: "hash-a1", Decision: events.Grant, Received: base, Intake: 50})
+		}},
+		{"refusal of an intake already read", func(h *history) events.Event {
+			h.add(events.ApprovalRefused, events.RefusedBody{Approval: "a1", Intake: 50, Reason: "bad signature"})
+			return h.next(events.ApprovalRefused, events.RefusedBody{Approval: "a1", Intake: 49, Reason: "bad signature"})
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := started(t, "r1")
+			h.decide(1, "write", `{}`)
+			h.request(1, "a1")
+			e := tc.add(h)
+			v := h.fold()
+			before := h.fold()
+			if err := v.Apply(e); !errors.Is(err, projector.ErrFold) {
+				t.Fatalf("got %v, want ErrFold", err)
+			}
+			if !reflect.DeepEqual(v, before) {
+				t.Errorf("view changed by a refused event")
+			}
+		})
 	}
 }
 
-func TestFold_DecisionOnUnknownApprovalIsStray(t *testing.T) {
-	for _, k := range []events.Kind{events.ApprovalGranted, events.ApprovalDenied} {
-		t.Run(string(k), func(t *testing.T) {
-			h := started(t, "r1")
-			d := h.decideApproval(k, "forged")
-			v := h.fold()
-			if len(v.Strays) != 1 || v.Strays[0].Event != d.ID || v.Strays[0].Decision.Approval != "forged" || len(v.Approvals) != 0 {
-				t.Fatalf("strays: got %+v, approvals %d; want the decision %s and no approval", v.Strays, len(v.Approvals), d.ID)
-			}
-			h.add(events.ApprovalRefused, events.RefusedBody{Approval: "forged", Event: d.ID, Reason: "no such approval"})
-			if v := h.fold(); len(v.Strays) != 0 || len(v.Refusals) != 1 {
-				t.Errorf("after refusal: strays %+v refusals %+v, want none and one", v.Strays, v.Refusals)
-			}
-		})
+// TestFold_RefusedIntakeIsRemembered: a refusal of a published decision
+// moves the run's intake position on, and leaves the approval pending.
+func TestFold_RefusedIntakeIsRemembered(t *testing.T) {
+	h := started(t, "r1")
+	h.decide(1, "write", `{}`)
+	h.request(1, "a1")
+	h.add(events.ApprovalRefused, events.RefusedBody{Approval: "a1", Intake: 2, Reason: "bad signature"})
+	v := h.fold()
+	if v.Intake != 2 || v.Approval("a1").State != projector.Pending || len(v.Refusals) != 1 {
+		t.Errorf("after a refused intake: intake %d state %s refusals %d, want 2 pending 1", v.Intake, v.Approval("a1").State, len(v.Refusals))
+	}
+	g := h.grant("a1")
+	if v := h.fold(); v.Intake <= 2 || v.Approval("a1").DecisionEvent != g.ID {
+		t.Errorf("after the grant: intake %d event %q", v.Intake, v.Approval("a1").DecisionEvent)
 	}
 }
 
@@ -452,15 +484,10 @@ func TestFold_ApprovalExpiredCancelsRun(t *testing.T) {
 	if v.PendingApproval() != nil {
 		t.Errorf("pending approval after expiry: got %+v, want nil", v.PendingApproval())
 	}
-	// A decision arriving after the end is folded (the worker then refuses it)
-	// but changes nothing.
-	late := h.grant("a1")
-	v = h.fold()
-	if a := v.Approval("a1"); a.State != projector.Expired || a.Decision != nil {
-		t.Errorf("late grant: got state %s decision %+v, want expired, none", a.State, a.Decision)
-	}
-	if len(v.Strays) != 1 || v.Strays[0].Event != late.ID {
-		t.Errorf("late grant: got strays %+v, want it listed", v.Strays)
+	// Nothing folds after the end: a grant recorded late is no event the
+	// run can have.
+	if err := v.Apply(h.next(events.ApprovalGranted, events.DecisionBody{Approval: "a1", Hash: "hash-a1", Decision: events.Grant, Received: base, Intake: 99})); !errors.Is(err, projector.ErrFold) {
+		t.Errorf("late grant: got %v, want ErrFold", err)
 	}
 }
 
@@ -861,9 +888,8 @@ func richHistory(t rapid.TB) *history {
 		Step: 1, Outcome: projector.RequireApproval, PolicyID: "p1",
 		Args: json.RawMessage(`{"path":"out.txt"}`), ToolHash: "h-write", Approval: req,
 	})
+	h.add(events.ApprovalRefused, events.RefusedBody{Approval: "a1", Intake: 1, Reason: "unknown key"})
 	h.grant("a1")
-	h.add(events.ApprovalRefused, events.RefusedBody{Approval: "a1", Event: "forged", Reason: "unknown key"})
-	h.decideApproval(events.ApprovalGranted, "ghost") // a stray, not yet refused
 	h.add(events.StepPolicy, events.PolicyBody{Step: 1, Outcome: projector.Allow, Args: json.RawMessage(`{"path":"out.txt"}`), Consumes: "a1"})
 	h.add(events.StepInterrupted, events.InterruptedBody{Step: 1, Resolution: events.ResolvedDone,
 		Observation: &events.ObservedBody{Step: 1, Kind: events.ObsResult, Content: "written"}})
@@ -881,7 +907,7 @@ func TestView_CloneIsDeep(t *testing.T) {
 	h := richHistory(t)
 	v := h.fold()
 	want := h.fold()
-	if len(v.Strays) == 0 || len(v.Refusals) == 0 || v.Step(1).Interrupted == nil || v.Approval("a2").ExpiresAt == nil {
+	if len(v.Refusals) == 0 || v.Step(1).Interrupted == nil || v.Approval("a2").ExpiresAt == nil {
 		t.Fatalf("rich history does not reach every part of a view: %+v", v)
 	}
 	c := v.Clone()
@@ -931,11 +957,6 @@ func TestView_CloneIsDeep(t *testing.T) {
 		}
 	}
 	c.Approvals = append(c.Approvals, projector.Approval{State: projector.Pending})
-	for i := range c.Strays {
-		c.Strays[i].Event = "changed"
-		c.Strays[i].Decision.Operator = "changed"
-	}
-	c.Strays = append(c.Strays, projector.Stray{Event: "new"})
 	for i := range c.Refusals {
 		c.Refusals[i].Reason = "changed"
 	}

@@ -137,9 +137,8 @@ func drawApproval(t *rapid.T, h *history, n int, id, origin string) stepEnd {
 		Step: n, Outcome: projector.RequireApproval, PolicyID: "p1", Args: json.RawMessage(`{"path":"a.txt"}`),
 		Approval: req, Origin: origin,
 	})
-	if rapid.IntRange(0, 4).Draw(t, "stray decision") == 0 {
-		s := h.decideApproval(events.ApprovalGranted, "not-"+id)
-		h.add(events.ApprovalRefused, events.RefusedBody{Approval: "not-" + id, Event: s.ID, Reason: "no such approval"})
+	if rapid.IntRange(0, 4).Draw(t, "refused decision") == 0 {
+		h.add(events.ApprovalRefused, events.RefusedBody{Approval: id, Intake: uint64(len(h.evs) + 1), Reason: "no such approval"})
 	}
 	switch rapid.SampledFrom([]string{"grant", "refused then grant", "deny", "expire", "wait", "supersede"}).Draw(t, "operator") {
 	case "grant":
@@ -168,19 +167,12 @@ func drawApproval(t *rapid.T, h *history, n int, id, origin string) stepEnd {
 	return stepDone
 }
 
-// drawEndWhileWaiting may cancel a waiting run, and may then fold a late
-// decision on the approval it waited for.
+// drawEndWhileWaiting may cancel a waiting run (nothing folds after it).
 func drawEndWhileWaiting(t *rapid.T, h *history, n int) {
 	if !rapid.Bool().Draw(t, "cancel while waiting") {
 		return
 	}
 	h.add(events.RunCancelled, events.EndBody{Reason: events.ReasonCancelled})
-	if rapid.Bool().Draw(t, "late decision") {
-		v := h.fold()
-		if p := v.PendingApproval(); p != nil {
-			h.grant(p.ID)
-		}
-	}
 }
 
 func foldAll(t rapid.TB, evs []events.Event) projector.View {

@@ -57,9 +57,13 @@ type Run struct {
 	// Result is the terminal tool's result for a completed run.
 	Result string
 	Agent  string
-	Input  json.RawMessage `json:",omitempty"`
-	Tools  []events.ToolSpec
-	Limits events.Limits
+	// Actor is who asked for the run (nil: nobody named); Surface where the
+	// request came from.
+	Actor   *events.Actor   `json:",omitempty"`
+	Surface string          `json:",omitempty"`
+	Input   json.RawMessage `json:",omitempty"`
+	Tools   []events.ToolSpec
+	Limits  events.Limits
 	// Steps counts the steps decided.
 	Steps int
 	// FailuresInRow counts failed steps since the last success.
@@ -102,22 +106,17 @@ func (s Step) Executing() bool {
 // Approval is an approval a step asked for, and where it stands.
 type Approval struct {
 	events.ApprovalRequest
-	Step      int
+	Step int
+	// Tool and Args are the request the approval is for: the tool's name
+	// and the arguments in PolicyJSON form, as the approval hash binds them.
+	Tool      string
+	Args      json.RawMessage
 	Origin    string
 	State     ApprovalState
 	Requested time.Time
 	// Decision is the recorded decision, with DecisionEvent its event id.
 	Decision      *events.DecisionBody
 	DecisionEvent string
-}
-
-// Stray is a recorded operator decision that did not take: it names no
-// approval of the run, or one that was no longer pending. A worker records a
-// refusal for it; until then it stays listed here.
-type Stray struct {
-	Event    string
-	Kind     events.Kind
-	Decision events.DecisionBody
 }
 
 // View is a run as its events say it is.
@@ -130,12 +129,14 @@ type View struct {
 	Run       Run
 	Steps     Steps
 	Approvals []Approval
-	// Strays are decisions waiting to be refused; Refusals every refusal
-	// recorded, in order.
-	Strays   []Stray
+	// Refusals is every refusal recorded, in order.
 	Refusals []events.RefusedBody
 	// Model is what the run's model calls came to.
 	Model ModelCalls
+	// Intake is the sequence in the decisions stream of the last published
+	// decision the run recorded (accepted or refused): a worker reads the
+	// decisions after it.
+	Intake uint64
 }
 
 // Step returns a copy of step n (1-based), or nil.
@@ -181,8 +182,9 @@ func (v *View) PendingApproval() *Approval {
 // the copy changes nothing in v. It costs the same whatever the run's length
 // (see [Steps]).
 func (v View) Clone() View {
-	c := View{Run: v.Run}
+	c := View{Run: v.Run, Intake: v.Intake}
 	c.Run.Input = cloneRaw(v.Run.Input)
+	c.Run.Actor = v.Run.Actor.Clone()
 	c.Run.Tools = cloneTools(v.Run.Tools)
 	c.Steps = v.Steps.clone()
 	if v.Approvals != nil {
@@ -191,7 +193,6 @@ func (v View) Clone() View {
 			c.Approvals[i] = a.clone()
 		}
 	}
-	c.Strays = cloneSlice(v.Strays)
 	c.Refusals = cloneSlice(v.Refusals)
 	c.Model = v.Model.clone()
 	return c
@@ -234,6 +235,7 @@ func (s Step) clone() Step {
 func (a Approval) clone() Approval {
 	c := a
 	c.ApprovalRequest = cloneRequest(a.ApprovalRequest)
+	c.Args = cloneRaw(a.Args)
 	if a.Decision != nil {
 		d := *a.Decision
 		c.Decision = &d
@@ -243,6 +245,12 @@ func (a Approval) clone() Approval {
 
 func clonePolicy(p events.PolicyBody) events.PolicyBody {
 	p.Args = cloneRaw(p.Args)
+	p.Parts = cloneSlice(p.Parts)
+	if p.Shadow != nil {
+		sh := *p.Shadow
+		sh.Parts = cloneSlice(sh.Parts)
+		p.Shadow = &sh
+	}
 	if p.Approval != nil {
 		r := cloneRequest(*p.Approval)
 		p.Approval = &r
@@ -267,6 +275,8 @@ func cloneTools(ts []events.ToolSpec) []events.ToolSpec {
 	out := make([]events.ToolSpec, len(ts))
 	for i, t := range ts {
 		t.Schema = cloneRaw(t.Schema)
+		t.Data = cloneSlice(t.Data)
+		t.Tags = cloneSlice(t.Tags)
 		out[i] = t
 	}
 	return out

@@ -2,14 +2,11 @@ package replay
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
-	"time"
 
 	"github.com/arbiter-run/arbiter/approvals"
 	"github.com/arbiter-run/arbiter/events"
-	"github.com/arbiter-run/arbiter/jsonform"
 	"github.com/arbiter-run/arbiter/policy"
 	"github.com/arbiter-run/arbiter/projector"
 )
@@ -95,7 +92,7 @@ func (c *checker) recheck(ctx context.Context, st *runState, e events.Event, seq
 		notCheckable(res, SpecNotRecorded, fmt.Sprintf("tool spec %s not recorded", short(b.ToolHash)))
 	default:
 		req := policy.Request{Run: e.Run, Step: b.Step, Tool: spec, Args: b.Args}
-		rep := c.replay(ctx, req, policyView(st.view))
+		rep := c.replay(policy.WithRecorded(ctx, b), req, policyView(st.view))
 		res.Replayed = &rep
 		res.Verdict, res.Change = compare(res.Recorded, rep, grantHash)
 	}
@@ -113,11 +110,14 @@ func policyView(v projector.View) projector.View {
 	c.Run.Tools = slices.Clone(v.Run.Tools)
 	for i := range c.Run.Tools {
 		c.Run.Tools[i].Schema = slices.Clone(c.Run.Tools[i].Schema)
+		c.Run.Tools[i].Data = slices.Clone(c.Run.Tools[i].Data)
+		c.Run.Tools[i].Tags = slices.Clone(c.Run.Tools[i].Tags)
 	}
+	c.Run.Actor = v.Run.Actor.Clone()
 	if v.Approvals != nil {
 		c.Approvals = make([]projector.Approval, len(v.Approvals))
 		for i, a := range v.Approvals {
-			a.Capability, a.Presentation = slices.Clone(a.Capability), slices.Clone(a.Presentation)
+			a.Capability, a.Presentation, a.Args = slices.Clone(a.Capability), slices.Clone(a.Presentation), slices.Clone(a.Args)
 			if a.ExpiresAt != nil {
 				t := *a.ExpiresAt
 				a.ExpiresAt = &t
@@ -129,7 +129,6 @@ func policyView(v projector.View) projector.View {
 			c.Approvals[i] = a
 		}
 	}
-	c.Strays = slices.Clone(v.Strays)
 	c.Refusals = slices.Clone(v.Refusals)
 	return c
 }
@@ -155,54 +154,21 @@ func recordedApproval(a *events.ApprovalRequest) *Approval {
 	return &Approval{Kind: a.Kind, Capability: a.Capability, Presentation: a.Presentation, Hash: a.Hash}
 }
 
-// replay asks the policy again and turns its answer into what the runtime
-// would record: an approval held to PolicyJSON and hashed over the recorded
-// request, or an error for anything the runtime would fail the run on.
+// replay asks the policy again, as the runtime does ([policy.Ask]), and
+// turns its verdict into what the runtime would record: an approval held
+// to PolicyJSON and hashed over the recorded request, or an error for
+// anything the runtime would fail the run on.
 func (c *checker) replay(ctx context.Context, req policy.Request, view projector.View) Decision {
-	dec, err := evaluate(ctx, c.policy, req.Copy(), view)
-	if err != nil {
-		return Decision{Outcome: OutcomeError, Reason: err.Error()}
-	}
-	switch dec.Outcome {
-	case policy.Allow, policy.Deny, policy.Abort:
-		return Decision{Outcome: string(dec.Outcome), Reason: dec.Reason}
-	case policy.RequireApproval:
-		a := dec.Approval
-		if a == nil || a.Kind == "" {
-			return Decision{Outcome: OutcomeError, Reason: "asked for approval without naming its kind"}
-		}
-		capability, err := boundaryJSON(a.Capability)
-		if err != nil {
-			return Decision{Outcome: OutcomeError, Reason: fmt.Sprintf("approval %q capability: %v", a.Kind, err)}
-		}
-		presentation, err := boundaryJSON(a.Presentation)
-		if err != nil {
-			return Decision{Outcome: OutcomeError, Reason: fmt.Sprintf("approval %q presentation: %v", a.Kind, err)}
-		}
-		return Decision{Outcome: string(dec.Outcome), Reason: dec.Reason, Approval: &Approval{
-			Kind: a.Kind, Capability: capability, Presentation: presentation,
-			Hash: approvals.Hash(a.Kind, capability, presentation, req.Tool, req.Args),
+	v := policy.Ask(ctx, c.policy, req, view) // view is the caller's policyView
+	switch {
+	case v.Err != nil:
+		return Decision{Outcome: OutcomeError, Reason: v.Err.Error()}
+	case v.Approval != nil:
+		return Decision{Outcome: string(v.Outcome), Reason: v.Reason, Approval: &Approval{
+			Kind: v.Approval.Kind, Capability: v.Approval.Capability, Presentation: v.Approval.Presentation, Hash: v.Approval.Hash,
 		}}
 	}
-	return Decision{Outcome: OutcomeError, Reason: fmt.Sprintf("outcome %q (want allow, deny, abort or require_approval)", dec.Outcome)}
-}
-
-// evaluate calls p, turning a panic into an error: one bad evaluation must
-// not end an audit.
-func evaluate(ctx context.Context, p policy.Policy, req policy.Request, view projector.View) (dec policy.Decision, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("policy panicked: %v", r)
-		}
-	}()
-	return p.Evaluate(ctx, req, view)
-}
-
-func boundaryJSON(b json.RawMessage) (json.RawMessage, error) {
-	if b == nil {
-		return json.RawMessage(`{}`), nil
-	}
-	return jsonform.PolicyJSON(b)
+	return Decision{Outcome: string(v.Outcome), Reason: v.Reason}
 }
 
 // compare says whether rep decides as rec did and, if not, which way it
@@ -268,7 +234,7 @@ func (c *checker) decision(st *runState, e events.Event, seq uint64, report bool
 			g.Tool = st.view.Steps.At(a.Step - 1).Decision.Tool
 		}
 	}
-	g.Verdict, g.Reason = c.verify(e.Run, d, a)
+	g.Verdict, g.Reason = c.verify(e.Run, e.Kind, d, a)
 	takes := a != nil && a.State == projector.Pending
 	if c.fold(st, e, seq); st.broken != "" {
 		return nil
@@ -289,23 +255,28 @@ func (c *checker) decision(st *runState, e events.Event, seq uint64, report bool
 	return c.emitGrant(g)
 }
 
-// verify judges decision d on approval a (nil: the run has none by that id).
-func (c *checker) verify(run string, d events.DecisionBody, a *projector.Approval) (GrantVerdict, string) {
-	if len(c.opts.Operators) > 0 {
-		if err := approvals.Verify(c.opts.Operators, run, d); err != nil {
-			return GrantInvalid, err.Error()
-		}
-	}
+// verify judges decision d, recorded as an event of kind k, on approval a
+// (nil: the run has none by that id), as a worker does before it records
+// one ([approvals.Check]). With no operator keys configured, the signature
+// is still checked against the key the decision names, and a decision that
+// holds is unverified: nothing says that key is an operator's.
+func (c *checker) verify(run string, k events.Kind, d events.DecisionBody, a *projector.Approval) (GrantVerdict, string) {
 	switch {
 	case a == nil:
 		return GrantNotActed, fmt.Sprintf("%v: %s", approvals.ErrNoApproval, d.Approval)
-	case d.Hash != a.Hash:
-		return GrantInvalid, fmt.Sprintf("%v: %s, approval is %s", approvals.ErrWrongHash, short(d.Hash), short(a.Hash))
+	case d.Kind() != k:
+		return GrantInvalid, fmt.Sprintf("%v: %q recorded as %s", approvals.ErrBadDecision, d.Decision, k)
 	case a.State != projector.Pending:
 		return GrantNotActed, fmt.Sprintf("%v (state %s)", approvals.ErrNotPending, a.State)
-	case approvals.Expired(a, d.Signed):
-		return GrantNotActed, fmt.Sprintf("%v: expired %s, signed %s", approvals.ErrExpired, a.ExpiresAt.Format(time.RFC3339), d.Signed.Format(time.RFC3339))
-	case len(c.opts.Operators) == 0:
+	}
+	ops := c.opts.Operators
+	if len(ops) == 0 {
+		ops = approvals.Operators{d.Operator: "unverified"}
+	}
+	if err := approvals.Check(ops, run, a, d, approvals.DefaultSkew); err != nil {
+		return GrantInvalid, err.Error()
+	}
+	if len(c.opts.Operators) == 0 {
 		return GrantUnverified, "no operator keys to verify the signature with"
 	}
 	return GrantValid, ""

@@ -68,9 +68,10 @@ func (c *clock) Now() time.Time { c.t = c.t.Add(time.Second); return c.t }
 
 // recorder drives runs on a fresh embedded JetStream.
 type recorder struct {
-	t     *testing.T
-	log   *events.Log
-	clock *clock
+	t      *testing.T
+	log    *events.Log
+	clock  *clock
+	intake uint64 // the last decisions-stream sequence a decision was recorded with
 }
 
 func newRecorder(t *testing.T) *recorder {
@@ -106,7 +107,12 @@ func (r *recorder) drive(d *driver.Driver, id string, calls ...driver.Decision) 
 }
 
 // decide records an operator's decision on run's pending approval, signed
-// with kp over hash (the approval's own when hash is "").
+// with kp over hash (the approval's own when hash is ""), as a worker
+// records one it took from the decisions stream: received when signed, at
+// the next intake sequence. A worker checks a decision before it records it;
+// recording one that does not verify (another key, another hash) is what a
+// worker with another operator set, or a forger with a worker's NATS user,
+// leaves in the log, which replay must report.
 func (r *recorder) decide(d *driver.Driver, id, decision, hash string, kp nkeys.KeyPair) {
 	r.t.Helper()
 	ctx := r.t.Context()
@@ -127,6 +133,8 @@ func (r *recorder) decide(d *driver.Driver, id, decision, hash string, kp nkeys.
 	if err != nil {
 		r.t.Fatalf("sign: %v", err)
 	}
+	r.intake++
+	b.Received, b.Intake = at, r.intake
 	kind := events.ApprovalGranted
 	if decision == events.Deny {
 		kind = events.ApprovalDenied

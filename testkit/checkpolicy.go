@@ -10,7 +10,6 @@ import (
 
 	"github.com/arbiter-run/arbiter/driver"
 	"github.com/arbiter-run/arbiter/events"
-	"github.com/arbiter-run/arbiter/jsonform"
 	"github.com/arbiter-run/arbiter/policy"
 	"github.com/arbiter-run/arbiter/projector"
 )
@@ -187,33 +186,21 @@ func (s *toolSet) decide(ctx context.Context, p policy.Policy, tool string, raw 
 	return evaluate(ctx, p, policy.Request{Run: run, Step: 1, Tool: ct.Record, Args: args}, view)
 }
 
-// evaluate asks p about an accepted request and holds its answer to what
-// the driver can act on.
+// evaluate asks p about an accepted request as the runtime does
+// ([policy.Ask]) and holds its answer to what the driver can act on.
 func evaluate(ctx context.Context, p policy.Policy, req policy.Request, view projector.View) (policy.Outcome, string, string) {
-	dec, err := p.Evaluate(ctx, req, view.Clone())
-	if err != nil {
-		return undecided, "", fmt.Sprintf("policy error: %v", err)
-	}
-	if !dec.Outcome.Valid() {
-		return undecided, "", fmt.Sprintf("policy returned outcome %q (want allow, deny, abort or require_approval)", dec.Outcome)
+	v := policy.Ask(ctx, p, req, view.Clone())
+	if v.Err != nil {
+		return undecided, "", v.Err.Error()
 	}
 	detail := ""
-	if dec.Reason != "" {
-		detail = "reason: " + dec.Reason
+	if v.Reason != "" {
+		detail = "reason: " + v.Reason
 	}
-	if dec.Outcome != policy.RequireApproval {
-		return dec.Outcome, "", detail
+	if v.Approval != nil {
+		return v.Outcome, v.Approval.Kind, detail
 	}
-	a := dec.Approval
-	switch {
-	case a == nil || a.Kind == "":
-		return undecided, "", "policy asked for approval without naming its kind"
-	case a.Capability != nil && jsonform.Check(a.Capability) != nil:
-		return undecided, a.Kind, fmt.Sprintf("approval %q capability: %v", a.Kind, jsonform.Check(a.Capability))
-	case a.Presentation != nil && jsonform.Check(a.Presentation) != nil:
-		return undecided, a.Kind, fmt.Sprintf("approval %q presentation: %v", a.Kind, jsonform.Check(a.Presentation))
-	}
-	return policy.RequireApproval, a.Kind, detail
+	return v.Outcome, "", detail
 }
 
 // table collects rows and renders them aligned, for one report.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -56,6 +57,9 @@ func (c *conn) open(ctx context.Context) error {
 	log, err := events.Attach(ctx, js, c.LogConfig())
 	if err != nil {
 		nc.Close()
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			return fmt.Errorf("%w (has the server been set up? an administrator runs `arbiter setup --nats %s --shards %d`)", err, c.URL, c.LogConfig().WithDefaults().Shards)
+		}
 		return err
 	}
 	c.nc, c.log, c.q = nc, log, fleet.NewQueue(js, fleet.Config{})

@@ -112,6 +112,7 @@ func runDemo(ctx context.Context, args []string, out io.Writer) error {
 		return fmt.Errorf("demo: run %s is %s, expected it to wait for approval", id, v.Run.Status)
 	}
 	fmt.Fprintf(out, "run is %s on approval %s (%s)\n", v.Run.Status, a.ID, a.Kind)
+	fmt.Fprintf(out, "  request (bound by the hash): %s %s\n", a.Tool, a.Args)
 	fmt.Fprintf(out, "  presentation (content the model may have chosen): %s\n", a.Presentation)
 	fmt.Fprintf(out, "the demo operator %.12s… signs a grant over hash %.16s…\n\n", opPub, a.Hash)
 
@@ -119,14 +120,7 @@ func runDemo(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	ev, err := events.New(id, events.ApprovalGranted, grant)
-	if err != nil {
-		return err
-	}
-	if _, err := log.Append(ctx, run.Tail(), ev); err != nil {
-		return err
-	}
-	if err := d.Refresh(ctx, run); err != nil {
+	if _, err := approvals.Publish(ctx, log, id, grant); err != nil {
 		return err
 	}
 	if err := d.Drive(ctx, run, agent); err != nil {

@@ -30,10 +30,14 @@ func init() {
 		{"grant", "RUN APPROVAL --key FILE", "grant an approval, signed with an operator key", runGrant},
 		{"deny", "RUN APPROVAL --key FILE [--reason R]", "deny an approval, signed with an operator key", runDeny},
 		{"watch", "[--durable NAME]", "print approval events as they happen", runWatch},
-		{"start", "--agent NAME [--input TEXT|JSON] [--id RUN]", "start a run and nudge the fleet to drive it", runStart},
+		{"start", "--agent NAME [--input TEXT|JSON] [--actor A]", "start a run and nudge the fleet to drive it", runStart},
 		{"result", "RUN [--wait]", "print a completed run's result (its final answer)", runResult},
 		{"cancel", "RUN [--reason R]", "cancel a run", runCancel},
+		{"policy", "check|test|diff FILE…", "check, test and diff rules files (exit 1 on a failed case or a widening diff)", runPolicy},
+		{"shadow", "RUN | --since TIME", "report where the shadow policy would have decided differently (exit 1 if it widens)", runShadow},
 		{"keygen", "--out FILE", "create an operator key (an nkeys user seed) and print its public key", runKeygen},
+		{"mcp", "tools|pin --config FILE", "review a worker config's MCP tools (class, pin status), or pin them in its lock file", runMCP},
+		{"setup", "[--shards K] [--replicas N]", "create or update the streams, work consumer and bucket (as the admin user)", runSetup},
 	}
 }
 

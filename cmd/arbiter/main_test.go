@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -14,7 +15,6 @@ import (
 	"github.com/arbiter-run/arbiter/driver"
 	"github.com/arbiter-run/arbiter/embedded"
 	"github.com/arbiter-run/arbiter/events"
-	"github.com/arbiter-run/arbiter/fleet"
 	"github.com/arbiter-run/arbiter/policy"
 	"github.com/arbiter-run/arbiter/projector"
 	"github.com/arbiter-run/arbiter/testkit"
@@ -36,21 +36,34 @@ type opsEnv struct {
 	send *testkit.Ledger
 	key  string // the operator's seed file
 	ops  approvals.Operators
+	// shards of the log (every command is given --shards)
+	shards int
 }
 
 func newOpsEnv(t *testing.T) *opsEnv {
 	t.Helper()
-	e := &opsEnv{data: t.TempDir()}
+	return newShardedOpsEnv(t, 1)
+}
+
+// newShardedOpsEnv is an opsEnv whose log has shards streams, set up with
+// `arbiter setup --shards`, every command given --shards.
+func newShardedOpsEnv(t *testing.T, shards int) *opsEnv {
+	t.Helper()
+	e := &opsEnv{data: t.TempDir(), shards: shards}
 	creds, err := embedded.LoadCredentials(e.data)
 	if err != nil {
 		t.Fatalf("credentials: %v", err)
 	}
-	srv, err := embedded.Start(embedded.Config{Dir: filepath.Join(e.data, "jetstream"), Port: -1, Users: creds.Users(embedded.Subjects{})})
+	srv, err := embedded.Start(embedded.Config{Dir: filepath.Join(e.data, "jetstream"), Port: -1, Users: creds.Users(embedded.Subjects{Shards: shards})})
 	if err != nil {
 		t.Fatalf("start server: %v", err)
 	}
 	t.Cleanup(srv.Stop)
 	e.url = srv.ClientURL()
+	var out bytes.Buffer
+	if err := runSetup(t.Context(), e.args(), &out); err != nil {
+		t.Fatalf("setup: %v\n%s", err, out.String())
+	}
 	nc, err := nats.Connect(e.url, nats.UserInfo("worker", creds.Worker), embedded.InboxOption("worker"))
 	if err != nil {
 		t.Fatalf("connect as worker: %v", err)
@@ -59,15 +72,12 @@ func newOpsEnv(t *testing.T) *opsEnv {
 	if e.js, err = jetstream.New(nc); err != nil {
 		t.Fatal(err)
 	}
-	if e.log, err = events.Open(t.Context(), e.js, events.Config{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := fleet.Setup(t.Context(), e.js, fleet.Config{}); err != nil {
+	if e.log, err = events.Attach(t.Context(), e.js, events.Config{Shards: shards}); err != nil {
 		t.Fatal(err)
 	}
 
 	e.key = filepath.Join(t.TempDir(), "operator.seed")
-	var out bytes.Buffer
+	out.Reset()
 	if err := runKeygen(t.Context(), []string{"--out", e.key}, &out); err != nil {
 		t.Fatalf("keygen: %v", err)
 	}
@@ -111,7 +121,7 @@ func noTerminal(t *testing.T) {
 
 // args are the connection flags, then rest.
 func (e *opsEnv) args(rest ...string) []string {
-	return append(rest, "--nats", e.url, "--data", e.data)
+	return append(rest, "--nats", e.url, "--data", e.data, "--shards", strconv.Itoa(e.shards))
 }
 
 func (e *opsEnv) agent(sendArgs string) driver.Agent {
@@ -159,7 +169,22 @@ func (e *opsEnv) ofKind(t *testing.T, run string, k events.Kind) []events.Record
 // nudged reports whether the fleet's work queue holds a nudge for run.
 func (e *opsEnv) nudged(t *testing.T, run string) bool {
 	t.Helper()
-	s, err := e.js.Stream(t.Context(), "ARB_WORK")
+	// Neither the worker nor the operator user may read the work queue's
+	// messages: look as the admin.
+	pw, err := os.ReadFile(filepath.Join(e.data, "credentials", "admin.password"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, err := nats.Connect(e.url, nats.UserInfo("admin", strings.TrimSpace(string(pw))), embedded.InboxOption("admin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := js.Stream(t.Context(), "ARB_WORK")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,40 +217,73 @@ func TestGrant_NotATerminalNeedsYes(t *testing.T) {
 	}
 }
 
-func TestGrant_YesRecordsVerifiableGrant(t *testing.T) {
+// settle drives run as a worker would when nudged, with no agent: it
+// records the decisions published for it and acts on them.
+func (e *opsEnv) settle(t *testing.T, run string) {
+	t.Helper()
+	r, err := e.d.Load(t.Context(), run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.d.Drive(t.Context(), r, nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// published returns the decisions published for run, in order.
+func (e *opsEnv) published(t *testing.T, run string) []events.DecisionBody {
+	t.Helper()
+	msgs, err := e.d.Log().Decisions(t.Context(), run, 0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []events.DecisionBody
+	for _, m := range msgs {
+		d, err := approvals.ParseDecision(m.Data)
+		if err != nil {
+			t.Fatalf("published decision %d: %v", m.Sequence, err)
+		}
+		out = append(out, d)
+	}
+	return out
+}
+
+// TestGrant_YesPublishesVerifiableGrant: grant --yes publishes a signed
+// grant on the run's decision subject and nudges the fleet; it writes
+// nothing on the run. A worker verifies it, records it (with the signature,
+// so it still verifies from the log) and acts on it.
+func TestGrant_YesPublishesVerifiableGrant(t *testing.T) {
 	e := newOpsEnv(t)
 	a := e.pause(t, "run-a", `{"to":"ops"}`)
+	before := len(e.records(t, "run-a"))
 	var out bytes.Buffer
 	if err := runGrant(t.Context(), e.args("run-a", a.ID, "--key", e.key, "--yes", "--reason", "checked the recipient"), &out); err != nil {
 		t.Fatalf("grant --yes: %v", err)
 	}
-	grants := e.ofKind(t, "run-a", events.ApprovalGranted)
-	if len(grants) != 1 {
-		t.Fatalf("%d approval.granted events, want 1", len(grants))
+	if got := len(e.records(t, "run-a")); got != before {
+		t.Errorf("run has %d events after grant, want %d: the operator writes nothing on the run", got, before)
 	}
-	d, err := events.DecodeBody[events.DecisionBody](grants[0].Event)
-	if err != nil {
-		t.Fatal(err)
+	pub := e.published(t, "run-a")
+	if len(pub) != 1 {
+		t.Fatalf("%d decisions published, want 1", len(pub))
 	}
+	d := pub[0]
 	if err := approvals.Verify(e.ops, "run-a", d); err != nil {
-		t.Errorf("recorded grant does not verify: %v", err)
+		t.Errorf("published grant does not verify: %v", err)
 	}
 	if d.Approval != a.ID || d.Hash != a.Hash || d.Decision != events.Grant || d.Reason != "checked the recipient" {
-		t.Errorf("recorded grant = %+v, want approval %s hash %s grant with the reason", d, a.ID, a.Hash)
+		t.Errorf("published grant = %+v, want approval %s hash %s grant with the reason", d, a.ID, a.Hash)
 	}
-	if !strings.Contains(out.String(), grants[0].Event.ID) {
-		t.Errorf("output %q does not name the recorded event %s", out.String(), grants[0].Event.ID)
+	if !strings.Contains(out.String(), "published as decision 1") {
+		t.Errorf("output %q does not name the published decision", out.String())
 	}
 	if !e.nudged(t, "run-a") {
 		t.Error("no nudge for the run after the grant")
 	}
-	// A worker acts on it.
+	// A worker records it and acts on it.
 	r, err := e.d.Load(t.Context(), "run-a")
 	if err != nil {
 		t.Fatal(err)
-	}
-	if err := e.approvalCheck(r); err != nil {
-		t.Errorf("approvals.Check on the granted approval: %v", err)
 	}
 	if err := e.d.Drive(t.Context(), r, e.agent(`{"to":"ops"}`)); err != nil {
 		t.Fatal(err)
@@ -236,36 +294,36 @@ func TestGrant_YesRecordsVerifiableGrant(t *testing.T) {
 	if got := e.send.Count(); got != 1 {
 		t.Errorf("send executed %d times, want 1", got)
 	}
+	grants := e.ofKind(t, "run-a", events.ApprovalGranted)
+	if len(grants) != 1 {
+		t.Fatalf("%d approval.granted events, want 1", len(grants))
+	}
+	rec, err := events.DecodeBody[events.DecisionBody](grants[0].Event)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := approvals.Verify(e.ops, "run-a", rec); err != nil || rec.Intake != 1 || rec.Received.IsZero() {
+		t.Errorf("recorded grant %+v: verify %v, want intake 1 and a time of receipt", rec, err)
+	}
 }
 
-func (e *opsEnv) approvalCheck(r *driver.Run) error {
-	v := r.View()
-	return approvals.Check(e.ops, r.ID(), v.PendingApproval())
-}
-
-func TestDeny_RecordsVerifiableDenial(t *testing.T) {
+func TestDeny_PublishesVerifiableDenial(t *testing.T) {
 	e := newOpsEnv(t)
 	a := e.pause(t, "run-a", `{"to":"everyone"}`)
 	var out bytes.Buffer
 	if err := runDeny(t.Context(), e.args("run-a", a.ID, "--key", e.key, "--yes", "--reason", "too wide"), &out); err != nil {
 		t.Fatalf("deny --yes: %v", err)
 	}
-	denials := e.ofKind(t, "run-a", events.ApprovalDenied)
-	if len(denials) != 1 {
-		t.Fatalf("%d approval.denied events, want 1", len(denials))
+	pub := e.published(t, "run-a")
+	if len(pub) != 1 {
+		t.Fatalf("%d decisions published, want 1", len(pub))
 	}
-	d, err := events.DecodeBody[events.DecisionBody](denials[0].Event)
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := pub[0]
 	if err := approvals.Verify(e.ops, "run-a", d); err != nil {
-		t.Errorf("recorded denial does not verify: %v", err)
+		t.Errorf("published denial does not verify: %v", err)
 	}
 	if d.Decision != events.Deny || d.Reason != "too wide" {
-		t.Errorf("recorded denial = %+v, want deny with reason %q", d, "too wide")
-	}
-	if got := len(e.ofKind(t, "run-a", events.ApprovalGranted)); got != 0 {
-		t.Errorf("%d grants recorded by deny, want 0", got)
+		t.Errorf("published denial = %+v, want deny with reason %q", d, "too wide")
 	}
 	r, err := e.d.Load(t.Context(), "run-a")
 	if err != nil {
@@ -279,6 +337,12 @@ func TestDeny_RecordsVerifiableDenial(t *testing.T) {
 	}
 	if got := e.send.Count(); got != 0 {
 		t.Errorf("send executed %d times after a denial, want 0", got)
+	}
+	if got := len(e.ofKind(t, "run-a", events.ApprovalGranted)); got != 0 {
+		t.Errorf("%d grants recorded after a denial, want 0", got)
+	}
+	if got := len(e.ofKind(t, "run-a", events.ApprovalDenied)); got != 1 {
+		t.Errorf("%d denials recorded, want 1", got)
 	}
 }
 
@@ -316,10 +380,12 @@ func TestGrant_Refusals(t *testing.T) {
 		t.Errorf("%d grants recorded by refused commands, want 0", got)
 	}
 
-	// Decided once, a second decision is refused before anything is signed.
+	// Decided once (and recorded by a worker), a second decision is
+	// refused before anything is signed.
 	if err := runGrant(t.Context(), e.args("run-a", a.ID, "--key", e.key, "--yes"), &bytes.Buffer{}); err != nil {
 		t.Fatal(err)
 	}
+	e.settle(t, "run-a")
 	if err := runDeny(t.Context(), e.args("run-a", a.ID, "--key", e.key, "--yes"), &bytes.Buffer{}); err == nil {
 		t.Error("deny of a granted approval: nil error, want it refused")
 	}
@@ -336,6 +402,7 @@ func TestApprovals_ListsPending(t *testing.T) {
 	if err := runGrant(t.Context(), e.args("run-granted", a3.ID, "--key", e.key, "--yes"), &bytes.Buffer{}); err != nil {
 		t.Fatal(err)
 	}
+	e.settle(t, "run-granted")
 	var out bytes.Buffer
 	if err := runApprovals(t.Context(), e.args(), &out); err != nil {
 		t.Fatalf("approvals: %v", err)
@@ -440,6 +507,7 @@ func TestWatch_PrintsApprovalEvents(t *testing.T) {
 	if err := runGrant(t.Context(), e.args("run-a", a.ID, "--key", e.key, "--yes", "--reason", "fine"), &bytes.Buffer{}); err != nil {
 		t.Fatal(err)
 	}
+	e.settle(t, "run-a")
 	waitLine(t, &out, "run-a", string(events.ApprovalGranted), "fine")
 	if err := stop(); err != nil {
 		t.Errorf("watch = %v after cancel, want nil", err)
@@ -451,61 +519,79 @@ func TestWatch_PrintsApprovalEvents(t *testing.T) {
 	}
 }
 
-// acked waits until the durable watch named durable has acknowledged all it
-// was handed.
-func (e *opsEnv) acked(t *testing.T, durable string) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		c, err := e.js.Consumer(t.Context(), e.log.StreamName(0), durable+"_0")
-		if err == nil {
-			info, err := c.Info(t.Context())
-			if err == nil && info.NumAckPending == 0 && info.NumPending == 0 {
-				return
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("durable watch %s has not acknowledged everything after 10s (%v)", durable, err)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
+// TestWatch_DurableResumesWhereItLeftOff: a watch with --durable NAME or
+// --state FILE keeps its position in a file (no consumer on the server) and
+// a restarted one resumes after what it printed.
 func TestWatch_DurableResumesWhereItLeftOff(t *testing.T) {
-	e := newOpsEnv(t)
-	e.pause(t, "run-a", `{"to":"ops"}`)
-	var first syncBuffer
-	stop := e.watchCmd(t, &first, "--durable", "desk")
-	waitLine(t, &first, "run-a", string(events.ApprovalRequested))
-	e.acked(t, "desk")
-	if err := stop(); err != nil {
-		t.Fatal(err)
-	}
-	e.pause(t, "run-b", `{"to":"dev"}`)
-	var second syncBuffer
-	stop = e.watchCmd(t, &second, "--durable", "desk", "--json")
-	waitLine(t, &second, `"run":"run-b"`, `"kind":"approval.requested"`)
-	e.acked(t, "desk")
-	if err := stop(); err != nil {
-		t.Fatal(err)
-	}
-	if strings.Contains(second.String(), "run-a") {
-		t.Errorf("restarted durable watch printed run-a again:\n%s", second.String())
+	for _, how := range []string{"--durable", "--state"} {
+		t.Run(how, func(t *testing.T) {
+			e := newOpsEnv(t)
+			flags := []string{"--durable", "desk"}
+			file := filepath.Join(e.data, "watch", "desk.json")
+			if how == "--state" {
+				file = filepath.Join(t.TempDir(), "desk.state")
+				flags = []string{"--state", file}
+			}
+			e.pause(t, "run-a", `{"to":"ops"}`)
+			var first syncBuffer
+			stop := e.watchCmd(t, &first, flags...)
+			waitLine(t, &first, "run-a", string(events.ApprovalRequested))
+			if err := stop(); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := os.Stat(file); err != nil {
+				t.Fatalf("watch %s kept no state file: %v", strings.Join(flags, " "), err)
+			}
+			e.pause(t, "run-b", `{"to":"dev"}`)
+			var second syncBuffer
+			stop = e.watchCmd(t, &second, append(flags, "--json")...)
+			waitLine(t, &second, `"run":"run-b"`, `"kind":"approval.requested"`)
+			if err := stop(); err != nil {
+				t.Fatal(err)
+			}
+			if strings.Contains(second.String(), "run-a") {
+				t.Errorf("restarted durable watch printed run-a again:\n%s", second.String())
+			}
+			s, err := e.js.Stream(t.Context(), e.log.StreamName(0))
+			if err != nil {
+				t.Fatal(err)
+			}
+			info, err := s.Info(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if info.State.Consumers != 0 {
+				t.Errorf("runs stream after durable watches: %d consumers, want 0", info.State.Consumers)
+			}
+		})
 	}
 }
 
-// TestApprovals_UnreadableRunDoesNotHideOthers: an operator user can store
-// garbage on a run's decision subject (docs/security.md); that run fails
-// closed, but the other runs' approvals must still be listed.
+func TestWatch_DurableFlagsRefused(t *testing.T) {
+	e := newOpsEnv(t)
+	for _, args := range [][]string{
+		{"--durable", "../escape"},
+		{"--durable", "desk", "--state", filepath.Join(t.TempDir(), "f")},
+	} {
+		var ue usageError
+		if err := runWatch(t.Context(), e.args(args...), &bytes.Buffer{}); !errors.As(err, &ue) {
+			t.Errorf("watch %v = %v, want a usage error", args, err)
+		}
+	}
+}
+
+// TestApprovals_UnreadableRunDoesNotHideOthers: a client with the worker's
+// NATS user can store garbage on a run's subjects (docs/security.md); that
+// run fails closed, but the other runs' approvals must still be listed.
 func TestApprovals_UnreadableRunDoesNotHideOthers(t *testing.T) {
 	e := newOpsEnv(t)
 	a := e.pause(t, "run-good", `{"to":"ops"}`)
 	e.pause(t, "run-broken", `{"to":"dev"}`)
-	pw, err := os.ReadFile(filepath.Join(e.data, "credentials", "operator.password"))
+	pw, err := os.ReadFile(filepath.Join(e.data, "credentials", "worker.password"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	nc, err := nats.Connect(e.url, nats.UserInfo("operator", strings.TrimSpace(string(pw))), embedded.InboxOption("operator"))
+	nc, err := nats.Connect(e.url, nats.UserInfo("worker", strings.TrimSpace(string(pw))), embedded.InboxOption("worker"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -515,7 +601,7 @@ func TestApprovals_UnreadableRunDoesNotHideOthers(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := js.Publish(t.Context(), e.log.Subject("run-broken", events.ApprovalGranted), []byte("not an event")); err != nil {
-		t.Fatalf("operator publish on a decision subject: %v", err)
+		t.Fatalf("worker-user publish on a run subject: %v", err)
 	}
 	if _, err := e.d.Load(t.Context(), "run-broken"); !errors.Is(err, events.ErrMalformed) {
 		t.Errorf("worker load of the broken run = %v, want %v (fail closed)", err, events.ErrMalformed)
@@ -537,7 +623,7 @@ func TestResult_PrintsTheAnswer(t *testing.T) {
 	e := newOpsEnv(t)
 	ctx := t.Context()
 	var out bytes.Buffer
-	if err := runStart(ctx, e.args("--agent", "model", "--input", "What is in notes.txt?", "--id", "r1"), &out); err != nil {
+	if err := runStart(ctx, e.args("--agent", "model", "--force", "--input", "What is in notes.txt?", "--id", "r1"), &out); err != nil {
 		t.Fatalf("start: %v", err)
 	}
 	r, err := e.d.Load(ctx, "r1")
@@ -582,7 +668,7 @@ func TestResult_PrintsTheAnswer(t *testing.T) {
 		t.Errorf("show printed %q, want %q", out.String(), want)
 	}
 
-	if err := runStart(ctx, e.args("--agent", "model", "--input", `{"task":"x"}`, "--id", "r2"), &out); err != nil {
+	if err := runStart(ctx, e.args("--agent", "model", "--force", "--input", `{"task":"x"}`, "--id", "r2"), &out); err != nil {
 		t.Fatal(err)
 	}
 	r2, err := e.d.Load(ctx, "r2")

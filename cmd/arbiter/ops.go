@@ -61,7 +61,7 @@ func setup(ctx context.Context, name string, args []string, extra func(*flag.Fla
 }
 
 func fold(ctx context.Context, log *events.Log, run string) (projector.View, []events.Record, events.Tail, error) {
-	recs, tail, err := log.Read(ctx, run)
+	recs, tail, err := read(ctx, log, run)
 	if err != nil {
 		return projector.View{}, nil, events.Tail{}, err
 	}
@@ -70,7 +70,22 @@ func fold(ctx context.Context, log *events.Log, run string) (projector.View, []e
 		evs[i] = r.Event
 	}
 	v, err := projector.Fold(evs...)
-	return v, recs, tail, err
+	if err != nil {
+		return projector.View{}, nil, events.Tail{}, fmt.Errorf("run %s is BROKEN: its events do not fold, so no worker drives it and nothing of it executes: %w", run, err)
+	}
+	return v, recs, tail, nil
+}
+
+// read reads run, saying plainly when its events do not verify.
+func read(ctx context.Context, log *events.Log, run string) ([]events.Record, events.Tail, error) {
+	recs, tail, err := log.Read(ctx, run)
+	switch {
+	case errors.Is(err, events.ErrBrokenChain) || errors.Is(err, events.ErrMalformed):
+		return nil, events.Tail{}, fmt.Errorf("run %s is BROKEN: its stored events are not one hash chain ending at the log's last message for it (one was altered, removed, inserted or copied), so no worker drives it and nothing of it executes: %w", run, err)
+	case err != nil:
+		return nil, events.Tail{}, err
+	}
+	return recs, tail, nil
 }
 
 // runIDs lists the runs that have an event of kind k.
@@ -161,6 +176,7 @@ func runShow(ctx context.Context, args []string, out io.Writer) error {
 func showApproval(out io.Writer, run string, a projector.Approval) {
 	fmt.Fprintf(out, "  approval %s (step %d) %s: kind %s\n", a.ID, a.Step, a.State, a.Kind)
 	fmt.Fprintf(out, "    reason:     %s\n", a.Reason)
+	fmt.Fprintf(out, "    request:    %s %s\n", a.Tool, a.Args)
 	fmt.Fprintf(out, "    capability: %s\n", a.Capability)
 	fmt.Fprintf(out, "    presentation (may contain content the model chose; do not follow instructions in it):\n      %s\n", a.Presentation)
 	fmt.Fprintf(out, "    hash:       %s\n", a.Hash)
@@ -181,7 +197,7 @@ func runEvents(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 	defer c.close()
-	recs, _, err := c.log.Read(ctx, pos[0])
+	recs, _, err := read(ctx, c.log, pos[0])
 	if err != nil {
 		return err
 	}
@@ -191,7 +207,7 @@ func runEvents(ctx context.Context, args []string, out io.Writer) error {
 		}
 		return nil
 	}
-	fmt.Fprintf(out, "run %s: %d events, hash chain verified\n", pos[0], len(recs))
+	fmt.Fprintf(out, "run %s: %d events, hash chain verified to the log's last message for the run\n", pos[0], len(recs))
 	printTrace(out, recs)
 	return nil
 }
@@ -262,71 +278,62 @@ func decide(ctx context.Context, name, decision string, args []string, out io.Wr
 		return fmt.Errorf("operator key %s: %w", keyFile, err)
 	}
 	run, id := pos[0], pos[1]
-	for attempt := 0; attempt < 5; attempt++ {
-		v, _, tail, err := fold(ctx, c.log, run)
-		if err != nil {
-			return err
-		}
-		a := v.Approval(id)
-		if a == nil {
-			return fmt.Errorf("run %s has no approval %s", run, id)
-		}
-		if a.State != projector.Pending {
-			return fmt.Errorf("approval %s is %s, not pending", id, a.State)
-		}
-		if attempt == 0 && !yes {
-			showApproval(out, run, *a)
-			if !isTerminal(os.Stdin) {
-				return usageError{"not at a terminal: pass --yes to " + name + " without being asked"}
-			}
-			fmt.Fprintf(out, "%s approval %s of run %s? [y/N] ", name, id, run)
-			var answer string
-			_, _ = fmt.Fscanln(os.Stdin, &answer)
-			if answer != "y" && answer != "yes" {
-				return fmt.Errorf("not confirmed; nothing recorded")
-			}
-		}
-		d, err := approvals.Sign(kp, run, id, a.Hash, decision, reason, time.Now())
-		if err != nil {
-			return err
-		}
-		kind := events.ApprovalGranted
-		if decision == events.Deny {
-			kind = events.ApprovalDenied
-		}
-		ev, err := events.New(run, kind, d)
-		if err != nil {
-			return err
-		}
-		if _, err := c.log.Append(ctx, tail, ev); err != nil {
-			if isConflict(err) {
-				continue
-			}
-			return err
-		}
-		if err := c.q.Nudge(ctx, run, "decided-"+ev.ID); err != nil {
-			fmt.Fprintf(out, "recorded, but the fleet was not nudged (%v); a worker will see it on its next look\n", err)
-		}
-		fmt.Fprintf(out, "%s of approval %s recorded as event %s (signed by %s)\n", decision, id, ev.ID, d.Operator)
-		return nil
+	v, _, _, err := fold(ctx, c.log, run)
+	if err != nil {
+		return err
 	}
-	return fmt.Errorf("run %s kept moving; try again", run)
+	a := v.Approval(id)
+	if a == nil {
+		return fmt.Errorf("run %s has no approval %s", run, id)
+	}
+	if a.State != projector.Pending {
+		return fmt.Errorf("approval %s is %s, not pending", id, a.State)
+	}
+	if !yes {
+		showApproval(out, run, *a)
+		if !isTerminal(os.Stdin) {
+			return usageError{"not at a terminal: pass --yes to " + name + " without being asked"}
+		}
+		fmt.Fprintf(out, "%s approval %s of run %s? [y/N] ", name, id, run)
+		var answer string
+		_, _ = fmt.Fscanln(os.Stdin, &answer)
+		if answer != "y" && answer != "yes" {
+			return fmt.Errorf("not confirmed; nothing recorded")
+		}
+	}
+	d, err := approvals.Sign(kp, run, id, a.Hash, decision, reason, time.Now())
+	if err != nil {
+		return err
+	}
+	seq, err := approvals.Publish(ctx, c.log, run, d)
+	if err != nil {
+		return err
+	}
+	if err := c.q.Nudge(ctx, run, fmt.Sprintf("decided-%d", seq)); err != nil {
+		fmt.Fprintf(out, "published, but the fleet was not nudged (%v); a worker will see it on its next look at the run\n", err)
+	}
+	fmt.Fprintf(out, "%s of approval %s published as decision %d (signed by %s); a worker verifies and records it\n", decision, id, seq, d.Operator)
+	return nil
 }
 
 func isTerminal(f *os.File) bool { return term.IsTerminal(int(f.Fd())) }
 
 func runWatch(ctx context.Context, args []string, out io.Writer) error {
-	var durable string
+	var durable, state string
 	var asJSON bool
 	c, _, err := setup(ctx, "watch", args, func(fs *flag.FlagSet) {
-		fs.StringVar(&durable, "durable", "", "durable subscription name: resume where this name left off (default: print everything from the start)")
+		fs.StringVar(&durable, "durable", "", "resume where this name left off: shorthand for --state <data>/watch/NAME.json")
+		fs.StringVar(&state, "state", "", "file keeping where the watch stands, to resume there (default: print everything from the start)")
 		fs.BoolVar(&asJSON, "json", false, "print each event as JSON")
 	})
 	if err != nil {
 		return err
 	}
 	defer c.close()
-	return approvals.Watch(ctx, c.log, durable, func(n approvals.Notice) error {
+	if state, err = watchState(c.data, durable, state); err != nil {
+		return err
+	}
+	return approvals.Watch(ctx, c.log, state, func(n approvals.Notice) error {
 		if asJSON {
 			b, _ := json.Marshal(n.Event)
 			fmt.Fprintf(out, "%s\n", b)
@@ -339,10 +346,14 @@ func runWatch(ctx context.Context, args []string, out io.Writer) error {
 
 func runStart(ctx context.Context, args []string, out io.Writer) error {
 	var agent, input, id string
+	var force bool
+	var who actorFlags
 	c, _, err := setup(ctx, "start", args, func(fs *flag.FlagSet) {
 		fs.StringVar(&agent, "agent", "", "the agent that drives the run (a name in the workers' config)")
 		fs.StringVar(&input, "input", "", "the run's input: JSON, or text (recorded as a JSON string)")
 		fs.StringVar(&id, "id", "", "run id (default: a new ULID)")
+		fs.BoolVar(&force, "force", false, "start the run even when no live worker offers the agent (it fails no_agent unless one appears)")
+		who.register(fs)
 	})
 	if err != nil {
 		return err
@@ -351,10 +362,24 @@ func runStart(ctx context.Context, args []string, out io.Writer) error {
 	if agent == "" {
 		return usageError{"--agent is required"}
 	}
+	actor, err := who.actor()
+	if err != nil {
+		return err
+	}
+	if !force {
+		offered, err := c.q.Offered(ctx, agent)
+		if err != nil {
+			return fmt.Errorf("start: cannot tell which agents the workers offer (%w); pass --force to start anyway", err)
+		}
+		if !offered {
+			names, _ := c.q.Agents(ctx)
+			return fmt.Errorf("start: no live worker offers agent %q (offered: %s); nothing recorded. Start a worker with that agent, or pass --force", agent, strings.Join(names, ", "))
+		}
+	}
 	if id == "" {
 		id = events.NewID()
 	}
-	body := events.RunCreatedBody{Agent: agent}
+	body := events.RunCreatedBody{Agent: agent, Actor: actor, Surface: who.surface}
 	if input != "" {
 		body.Input = inputJSON(input)
 	}

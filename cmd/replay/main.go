@@ -30,6 +30,7 @@ import (
 	"github.com/arbiter-run/arbiter/events"
 	"github.com/arbiter-run/arbiter/policy"
 	"github.com/arbiter-run/arbiter/replay"
+	"github.com/arbiter-run/arbiter/rules"
 )
 
 // Exit statuses.
@@ -61,6 +62,7 @@ Two uses:
              replay --side-effects ... --policy-id ID
   what-if  what would a changed policy have decided differently?
              replay --side-effects remote_mutation=allow --baseline RECORDED-ID
+             replay --rules new.yaml --baseline RECORDED-ID
 
 A worker whose config names no policy id records, for the default mapping,
   side-effects {"destructive":"deny","local_mutation":"allow","read_only":"allow","remote_mutation":"require_approval"}
@@ -86,6 +88,7 @@ type options struct {
 	since, until         string
 	policyID, baseline   string
 	sideEffects          string
+	rules                string
 	operators            []string
 	jsonOut, all, noProg bool
 }
@@ -112,6 +115,7 @@ func parseFlags(args []string) (*options, *flag.FlagSet, error) {
 	fs.StringVar(&o.until, "until", "", "report only evaluations recorded at or before this time (RFC 3339)")
 	fs.StringVar(&o.sideEffects, "side-effects", "", "side-effect class mapping, entries over the default "+
 		mapping(policy.DefaultSideEffects())+"\n(e.g. remote_mutation=allow,destructive=abort)")
+	fs.StringVar(&o.rules, "rules", "", "a rules file, composed with the side-effect mapping as a worker whose config names it (policy.rules) runs it")
 	fs.StringVar(&o.policyID, "policy-id", "", `the policy's id (default "side-effects {mapping as JSON}", what a worker records for the same mapping when its config names no id)`)
 	fs.StringVar(&o.baseline, "baseline", "", "compare with the evaluations recorded by the policy with this id (default: the policy's own id, an audit)")
 	fs.Func("operator", "public nkey (U...) of an operator whose signed decisions are valid (repeatable)", func(s string) error {
@@ -244,7 +248,20 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			opts.Progress = prog.update
 		}
 	}
-	sum, err := replay.Check(ctx, log, policy.WithID(sep, id), o.sel, opts, out.result)
+	var checked policy.IdentifiedPolicy = policy.WithID(sep, id)
+	if o.rules != "" {
+		rp, err := rules.Load(o.rules)
+		if err != nil {
+			fmt.Fprintf(stderr, "replay: --rules: %v\n", err)
+			return exitError
+		}
+		if checked, err = policy.Compose(checked, rp); err != nil {
+			fmt.Fprintf(stderr, "replay: --rules: %v\n", err)
+			return exitError
+		}
+		id = checked.PolicyID()
+	}
+	sum, err := replay.Check(ctx, log, checked, o.sel, opts, out.result)
 	if prog != nil {
 		prog.done()
 	}

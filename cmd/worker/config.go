@@ -1,16 +1,21 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/arbiter-run/arbiter/approvals"
 	"github.com/arbiter-run/arbiter/driver"
 	"github.com/arbiter-run/arbiter/events"
+	"github.com/arbiter-run/arbiter/mcp"
 	"github.com/arbiter-run/arbiter/model"
 	"github.com/arbiter-run/arbiter/policy"
+	"github.com/arbiter-run/arbiter/rules"
 	"github.com/arbiter-run/arbiter/scripted"
 	"github.com/arbiter-run/arbiter/toolbox"
 	"go.yaml.in/yaml/v3"
@@ -41,6 +46,10 @@ type Config struct {
 	Models map[string]model.File `yaml:"models"`
 	// Log: stream layout (must match every other worker's).
 	Log LogConfig `yaml:"log"`
+	// MCP: MCP servers whose classified, pinned tools are offered beside
+	// the built-in ones (see the mcp package; "arbiter mcp pin" writes the
+	// lock file). A relative lock path is relative to the config file.
+	MCP mcp.Config `yaml:"mcp"`
 }
 
 // ToolConfig selects a built-in tool.
@@ -48,12 +57,29 @@ type ToolConfig struct {
 	Name    string `yaml:"name"`
 	Class   string `yaml:"class"`
 	Timeout string `yaml:"timeout"`
+	// Data, Tags and Resource are recorded with the tool's spec for rules
+	// files to target (data categories, operation tags, the argument that
+	// names the resource).
+	Data     []string `yaml:"data"`
+	Tags     []string `yaml:"tags"`
+	Resource string   `yaml:"resource"`
 }
 
-// PolicyConfig is the built-in side-effect policy.
+// PolicyConfig is the built-in side-effect policy, and optionally a rules
+// file combined with it (every rule and the mapping are asked; deny wins).
 type PolicyConfig struct {
 	ID          string            `yaml:"id"`
 	SideEffects map[string]string `yaml:"side_effects"`
+	// Rules is the path of a rules file (see docs/rules.schema.json),
+	// relative to the working directory.
+	Rules string `yaml:"rules"`
+	// RateBucket is the KV bucket of the rules file's fleet-wide windows
+	// (per: fleet); default ARB_RATES, the one the embedded server and
+	// docs/nats-server.conf let the worker user write.
+	RateBucket string `yaml:"rate_bucket"`
+	// Shadow is the path of a candidate rules file run in shadow mode: its
+	// answer is recorded on every step and never enforced (arbiter shadow).
+	Shadow string `yaml:"shadow"`
 }
 
 // LimitsConfig is events.Limits in the file.
@@ -104,7 +130,31 @@ func loadConfig(path string) (Config, error) {
 	if err := dec.Decode(&c); err != nil {
 		return c, fmt.Errorf("%s: %w", path, err)
 	}
+	if c.MCP.Lock != "" && !filepath.IsAbs(c.MCP.Lock) {
+		c.MCP.Lock = filepath.Join(filepath.Dir(path), c.MCP.Lock)
+	}
+	if err := c.MCP.Validate(); err != nil {
+		return c, fmt.Errorf("%s: %w", path, err)
+	}
 	return c, nil
+}
+
+// mcpTools connects to the configured MCP servers and returns the tools
+// they offer, and what closes them. A missing lock file is an error: no
+// tool is offered before it is reviewed and pinned.
+func (c Config) mcpTools(ctx context.Context, logger *slog.Logger) ([]driver.Tool, func(), error) {
+	if len(c.MCP.Servers) == 0 {
+		return nil, func() {}, nil
+	}
+	lock, err := mcp.ReadLock(c.MCP.Lock)
+	if err != nil {
+		return nil, nil, fmt.Errorf("mcp: %w (review with arbiter mcp tools, then write it with arbiter mcp pin)", err)
+	}
+	set, err := mcp.Connect(ctx, c.MCP, lock, mcp.Options{Logger: logger, Stderr: os.Stderr})
+	if err != nil {
+		return nil, nil, err
+	}
+	return set.Tools(), func() { set.Close() }, nil
 }
 
 var demoScript = []CallConfig{
@@ -136,12 +186,46 @@ func (c Config) tools(sandbox string) ([]driver.Tool, error) {
 		if err != nil {
 			return nil, fmt.Errorf("tools[%d]: %w", i, err)
 		}
-		out = append(out, t)
+		out = append(out, declare(t, tc))
 	}
 	return out, nil
 }
 
-func (c Config) policy() (policy.Policy, error) {
+// declared is a tool whose spec also declares what rules files target.
+type declared struct {
+	driver.Tool
+	data, tags []string
+	resource   string
+}
+
+func (d declared) Spec() driver.Spec {
+	s := d.Tool.Spec()
+	s.Data, s.Tags, s.Resource = d.data, d.tags, d.resource
+	return s
+}
+
+// reconciling is declared for a tool with a reconcile hook, which it keeps.
+type reconciling struct {
+	declared
+	driver.Reconciler
+}
+
+func declare(t driver.Tool, tc ToolConfig) driver.Tool {
+	if len(tc.Data) == 0 && len(tc.Tags) == 0 && tc.Resource == "" {
+		return t
+	}
+	d := declared{Tool: t, data: tc.Data, tags: tc.Tags, resource: tc.Resource}
+	if r, ok := t.(driver.Reconciler); ok {
+		return reconciling{declared: d, Reconciler: r}
+	}
+	return d
+}
+
+func (c Config) policy() (policy.Policy, error) { return c.policyWith(nil) }
+
+// policyWith is the configured policy, the rules file counting its
+// fleet-wide windows in w (nil: such rules fail closed).
+func (c Config) policyWith(w rules.Windows) (policy.Policy, error) {
 	p := policy.DefaultSideEffects()
 	if len(c.Policy.SideEffects) > 0 {
 		p = policy.SideEffectPolicy{}
@@ -157,7 +241,30 @@ func (c Config) policy() (policy.Policy, error) {
 		b, _ := json.Marshal(p)
 		id = "side-effects " + string(b)
 	}
-	return policy.WithID(p, id), nil
+	base := policy.WithID(p, id)
+	if c.Policy.Rules == "" {
+		return base, nil
+	}
+	rp, err := rules.Load(c.Policy.Rules)
+	if err != nil {
+		return nil, fmt.Errorf("policy.rules: %w", err)
+	}
+	if w != nil {
+		rp = rp.WithWindows(w)
+	}
+	return policy.Compose(base, rp)
+}
+
+// shadow is the candidate policy of policy.shadow, or nil.
+func (c Config) shadow() (policy.Policy, error) {
+	if c.Policy.Shadow == "" {
+		return nil, nil
+	}
+	p, err := rules.Load(c.Policy.Shadow)
+	if err != nil {
+		return nil, fmt.Errorf("policy.shadow: %w", err)
+	}
+	return p, nil
 }
 
 func (c Config) operators(extra []string) (approvals.Operators, error) {

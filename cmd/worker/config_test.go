@@ -7,7 +7,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/arbiter-run/arbiter/driver"
+	"github.com/arbiter-run/arbiter/events"
 	"github.com/arbiter-run/arbiter/policy"
+	"github.com/arbiter-run/arbiter/rules"
+	"github.com/arbiter-run/arbiter/testkit"
 	"github.com/arbiter-run/arbiter/toolbox"
 )
 
@@ -168,5 +172,107 @@ models:
 				t.Errorf("got %v, want an error saying %q", err, tc.want)
 			}
 		})
+	}
+}
+
+func TestConfig_RulesFileComposedWithSideEffects(t *testing.T) {
+	path := writeConfig(t, "policy:\n  rules: ../../examples/policies/refund-limit.yaml\n")
+	c, err := loadConfig(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := c.policy()
+	if err != nil {
+		t.Fatal(err)
+	}
+	comp, ok := p.(*policy.Composed)
+	if !ok {
+		t.Fatalf("policy is %T, want a *policy.Composed", p)
+	}
+	ids := comp.Members()
+	if len(ids) != 2 || !strings.HasPrefix(ids[0], "side-effects ") || !strings.HasPrefix(ids[1], "rules sha256:") {
+		t.Errorf("members %v, want the side-effect policy and the rules file", ids)
+	}
+}
+
+func TestConfig_BadRulesFileNamesIt(t *testing.T) {
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	if err := os.WriteFile(bad, []byte("version: 1\npolicies: [{id: p}]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c, err := loadConfig(writeConfig(t, "policy:\n  rules: "+bad+"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.policy()
+	var le *rules.LoadError
+	if !errors.As(err, &le) || le.File != bad || le.Line != 2 {
+		t.Errorf("policy() = %v, want a LoadError at %s:2", err, bad)
+	}
+}
+
+func TestConfig_ShadowRulesFile(t *testing.T) {
+	c, err := loadConfig(writeConfig(t, "policy:\n  shadow: ../../examples/policies/refund-limit.yaml\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := c.shadow()
+	if err != nil || !strings.HasPrefix(policy.ID(p), "rules sha256:") {
+		t.Fatalf("shadow() = %v, %v; want the rules file", p, err)
+	}
+	none, err := loadConfig("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, err := none.shadow(); p != nil || err != nil {
+		t.Errorf("no shadow configured: %v, %v", p, err)
+	}
+	bad, err := loadConfig(writeConfig(t, "policy:\n  shadow: /nonexistent/rules.yaml\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bad.shadow(); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("missing shadow file: %v, want ErrNotExist", err)
+	}
+}
+
+func TestConfig_ToolsDeclareDataTagsAndResource(t *testing.T) {
+	c, err := loadConfig(writeConfig(t, "tools:\n  - {name: read_file, data: [financial.ledger], tags: [files], resource: path}\n  - {name: delete_file}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tools, err := c.tools(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := tools[0].Spec()
+	if strings.Join(s.Data, ",") != "financial.ledger" || strings.Join(s.Tags, ",") != "files" || s.Resource != "path" || s.Name != "read_file" {
+		t.Errorf("spec %+v, want the declared data, tags and resource", s)
+	}
+	if s := tools[1].Spec(); s.Data != nil || s.Resource != "" {
+		t.Errorf("undeclared tool spec %+v, want nothing declared", s)
+	}
+	// The spec the driver records carries them, so rules can target them.
+	ct, err := driver.Compile(tools[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ct.Record.Resource != "path" || len(ct.Record.Data) != 1 {
+		t.Errorf("recorded spec %+v, want data and resource", ct.Record)
+	}
+}
+
+func TestConfig_DeclaringKeepsTheReconcileHook(t *testing.T) {
+	inner := &testkit.Reconciling{Ledger: testkit.NewLedger("push", events.RemoteMutation, testkit.AnyObject), Answer: driver.Done, Content: "pushed"}
+	tl := declare(inner, ToolConfig{Tags: []string{"git"}})
+	r, ok := tl.(driver.Reconciler)
+	if !ok {
+		t.Fatal("the declared tool lost its reconcile hook")
+	}
+	if got, content, err := r.Reconcile(t.Context(), nil); got != driver.Done || content != "pushed" || err != nil {
+		t.Errorf("Reconcile = %v %q %v, want the inner tool's answer", got, content, err)
+	}
+	if tl.Spec().Tags[0] != "git" {
+		t.Errorf("spec %+v, want the tag", tl.Spec())
 	}
 }

@@ -1,9 +1,10 @@
 // Command worker runs an Arbiter worker. With no flags it starts an embedded
 // JetStream (stored in --data, listening on 127.0.0.1:4222 so more workers
-// and the operator command can join) and a worker on it; with --nats it joins
-// an existing server or cluster. It drives runs from the shared work queue
-// until SIGINT or SIGTERM, then finishes the steps in flight, gives its runs
-// back and exits.
+// and the operator command can join), sets it up as the admin user and works
+// on it as the worker user; with --nats it joins an existing server or
+// cluster that `arbiter setup` has set up, creating nothing. It drives runs
+// from the shared work queue until SIGINT or SIGTERM, then finishes the
+// steps in flight, gives its runs back and exits.
 package main
 
 import (
@@ -30,6 +31,9 @@ import (
 	"github.com/arbiter-run/arbiter/events"
 	"github.com/arbiter-run/arbiter/fleet"
 	"github.com/arbiter-run/arbiter/internal/natsflags"
+	"github.com/arbiter-run/arbiter/internal/setup"
+	"github.com/arbiter-run/arbiter/rules"
+	"github.com/arbiter-run/arbiter/rules/kvwindows"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
@@ -45,11 +49,11 @@ func (m *multi) String() string     { return strings.Join(*m, ",") }
 func (m *multi) Set(s string) error { *m = append(*m, s); return nil }
 
 type flags struct {
-	config, data, listen, natsURL, user, password, creds, metrics string
-	concurrency                                                   int
-	ackWait                                                       time.Duration
-	operators                                                     multi
-	noAuth, syncAlways                                            bool
+	config, data, listen, natsURL, user, password, passwordFile, creds, metrics string
+	concurrency                                                                 int
+	ackWait                                                                     time.Duration
+	operators                                                                   multi
+	noAuth, syncAlways                                                          bool
 }
 
 func main() {
@@ -59,9 +63,11 @@ func main() {
 		fmt.Fprintf(fs.Output(), `usage: worker [flags]
 
 Runs an Arbiter worker. With no --nats it starts an embedded JetStream in
---data listening on --listen, with a "worker" and an "operator" user whose
-passwords it writes to <data>/credentials/. Runs are driven by the agents,
-tools and policy of --config (default: the demo setup).
+--data listening on --listen, with a "worker", an "operator" and an "admin"
+user whose passwords it writes to <data>/credentials/, sets it up as the
+admin and works as the worker. With --nats it joins a server an
+administrator has set up with `+"`arbiter setup`"+`. Runs are driven by the
+agents, tools and policy of --config (default: the demo setup).
 
 flags:
 `)
@@ -73,10 +79,11 @@ flags:
 	fs.StringVar(&f.natsURL, "nats", "", "join this NATS server or cluster instead of starting an embedded one")
 	fs.StringVar(&f.user, "user", "", "NATS user (with --nats)")
 	fs.StringVar(&f.password, "password", "", "NATS password (with --nats)")
+	fs.StringVar(&f.passwordFile, "password-file", "", "file holding the NATS password (with --nats)")
 	fs.StringVar(&f.creds, "creds", "", "NATS credentials file (with --nats)")
 	fs.StringVar(&f.metrics, "metrics", "127.0.0.1:9464", "serve /healthz and /metrics here (empty: off)")
 	fs.IntVar(&f.concurrency, "concurrency", 16, "runs driven at once")
-	fs.DurationVar(&f.ackWait, "ack-wait", 30*time.Second, "how long a run may be held without a sign of life before another worker takes it")
+	fs.DurationVar(&f.ackWait, "ack-wait", 30*time.Second, "how long a run may be held without a sign of life before another worker takes it (the embedded server's; with --nats, what arbiter setup set)")
 	fs.Var(&f.operators, "operator", "operator public nkey (U…) whose decisions are accepted; repeatable (adds to the config's)")
 	fs.BoolVar(&f.noAuth, "no-auth", false, "embedded JetStream without users (anyone on 127.0.0.1 can do anything)")
 	fs.BoolVar(&f.syncAlways, "sync-always", false, "fsync every append before acknowledging it (about 7x slower appends; survives power loss)")
@@ -100,7 +107,9 @@ func run(ctx context.Context, f flags, logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	nc, shutdown, err := connect(f, logger)
+	lc := events.Config{Stream: cfg.Log.Stream, Prefix: cfg.Log.Prefix, Shards: cfg.Log.Shards, Replicas: cfg.Log.Replicas}
+	fc := fleet.Config{AckWait: f.ackWait, Replicas: cfg.Log.Replicas}
+	nc, shutdown, err := connect(ctx, f, lc, fc, logger)
 	if err != nil {
 		return err
 	}
@@ -109,15 +118,16 @@ func run(ctx context.Context, f flags, logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	log, err := events.Open(ctx, js, events.Config{Stream: cfg.Log.Stream, Prefix: cfg.Log.Prefix, Shards: cfg.Log.Shards, Replicas: cfg.Log.Replicas})
+	log, q, err := attach(ctx, js, lc, fc, f.natsURL)
 	if err != nil {
 		return err
 	}
-	q, err := fleet.Setup(ctx, js, fleet.Config{AckWait: f.ackWait, Replicas: cfg.Log.Replicas})
+	mcpTools, closeMCP, err := cfg.mcpTools(ctx, logger)
 	if err != nil {
 		return err
 	}
-	d, err := buildDriver(cfg, f, log, logger)
+	defer closeMCP()
+	d, err := buildDriver(cfg, f, log, logger, mcpTools...)
 	if err != nil {
 		return err
 	}
@@ -152,7 +162,7 @@ func run(ctx context.Context, f flags, logger *slog.Logger) error {
 	return err
 }
 
-func buildDriver(cfg Config, f flags, log *events.Log, logger *slog.Logger) (*driver.Driver, error) {
+func buildDriver(cfg Config, f flags, log *events.Log, logger *slog.Logger, extra ...driver.Tool) (*driver.Driver, error) {
 	sandbox := cfg.Sandbox
 	if sandbox == "" {
 		sandbox = filepath.Join(f.data, "sandbox")
@@ -171,7 +181,22 @@ func buildDriver(cfg Config, f flags, log *events.Log, logger *slog.Logger) (*dr
 	if err != nil {
 		return nil, err
 	}
-	p, err := cfg.policy()
+	tools = append(tools, extra...)
+	var windows rules.Windows
+	if cfg.Policy.Rules != "" {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		w, err := kvwindows.Open(ctx, log.JetStream(), kvwindows.Config{Bucket: cfg.Policy.RateBucket, Replicas: cfg.Log.Replicas})
+		cancel()
+		if err != nil {
+			return nil, err
+		}
+		windows = w
+	}
+	p, err := cfg.policyWith(windows)
+	if err != nil {
+		return nil, err
+	}
+	shadow, err := cfg.shadow()
 	if err != nil {
 		return nil, err
 	}
@@ -191,15 +216,16 @@ func buildDriver(cfg Config, f flags, log *events.Log, logger *slog.Logger) (*dr
 		return nil, err
 	}
 	return driver.New(driver.Config{
-		Log: log, Policy: p, Tools: tools, Limits: limits, ApprovalTTL: ttl, Operators: ops, Logger: logger,
+		Log: log, Policy: p, Shadow: shadow, Tools: tools, Limits: limits, ApprovalTTL: ttl, Operators: ops, Logger: logger,
 	})
 }
 
-// connect joins --nats, or starts the embedded JetStream and connects to it
+// connect joins --nats, or starts the embedded JetStream, sets it up as the
+// admin user (or anonymously with --no-auth), and connects to it
 // in-process as the worker user.
-func connect(f flags, logger *slog.Logger) (*nats.Conn, func(), error) {
+func connect(ctx context.Context, f flags, lc events.Config, fc fleet.Config, logger *slog.Logger) (*nats.Conn, func(), error) {
 	if f.natsURL != "" {
-		nf := natsflags.Flags{User: f.user, Password: f.password, Creds: f.creds}
+		nf := natsflags.Flags{User: f.user, Password: f.password, PasswordFile: f.passwordFile, Creds: f.creds}
 		opts, err := nf.Options("arbiter-worker")
 		if err != nil {
 			return nil, nil, err
@@ -221,26 +247,82 @@ func connect(f flags, logger *slog.Logger) (*nats.Conn, func(), error) {
 			return nil, nil, fmt.Errorf("--listen %q: port: %w", f.listen, err)
 		}
 	}
-	var opts []nats.Option
+	var worker, admin []nats.Option
 	if !f.noAuth {
 		creds, err := embedded.LoadCredentials(f.data)
 		if err != nil {
 			return nil, nil, err
 		}
-		ec.Users = creds.Users(embedded.Subjects{})
-		opts = append(opts, nats.UserInfo("worker", creds.Worker), embedded.InboxOption("worker"))
+		ec.Users = creds.Users(embedded.Subjects{RunPrefix: lc.Prefix, RunStream: lc.Stream, Shards: lc.Shards})
+		worker = []nats.Option{nats.UserInfo("worker", creds.Worker), embedded.InboxOption("worker")}
+		admin = []nats.Option{nats.UserInfo("admin", creds.Admin), embedded.InboxOption("admin")}
 	}
 	srv, err := embedded.Start(ec)
 	if err != nil {
 		return nil, nil, err
 	}
-	nc, err := srv.Connect(opts...)
+	if err := setUp(ctx, srv, admin, lc, fc, logger); err != nil {
+		srv.Stop()
+		return nil, nil, err
+	}
+	nc, err := srv.Connect(worker...)
 	if err != nil {
 		srv.Stop()
 		return nil, nil, err
 	}
-	logger.Info("embedded JetStream ready", "store", ec.Dir, "listen", f.listen, "auth", !f.noAuth, "sync_always", f.syncAlways)
+	logger.Info("embedded JetStream ready", "store", ec.Dir, "listen", f.listen, "auth", !f.noAuth, "sync_always", f.syncAlways, "shards", lc.WithDefaults().Shards)
 	return nc, func() { nc.Close(); srv.Stop() }, nil
+}
+
+// setUp is the administrator's step on the embedded server, over a
+// connection of its own that is closed when done.
+func setUp(ctx context.Context, srv *embedded.Server, opts []nats.Option, lc events.Config, fc fleet.Config, logger *slog.Logger) error {
+	nc, err := srv.Connect(append(opts, nats.Name("arbiter-worker-setup"))...)
+	if err != nil {
+		return fmt.Errorf("set up the embedded JetStream: %w", err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	changes, err := setup.Run(ctx, js, lc, fc)
+	if err != nil {
+		return fmt.Errorf("set up the embedded JetStream: %w", err)
+	}
+	for _, c := range changes {
+		if c.Action != "unchanged" {
+			logger.Info("setup", "action", c.Action, "kind", c.Kind, "name", c.Name)
+		}
+	}
+	return nil
+}
+
+// errNotSetUp marks a server on which the log or the queue does not exist.
+var errNotSetUp = errors.New("not set up")
+
+// attach opens the log and the queue that are already on the server,
+// creating nothing: the worker user may not.
+func attach(ctx context.Context, js jetstream.JetStream, lc events.Config, fc fleet.Config, url string) (*events.Log, *fleet.Queue, error) {
+	hint := func(err error) error {
+		if errors.Is(err, jetstream.ErrStreamNotFound) || errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrBucketNotFound) {
+			return fmt.Errorf("%w: %w; an administrator sets the server up first: arbiter setup --nats %s --user admin --password-file FILE --shards %d",
+				errNotSetUp, err, url, lc.WithDefaults().Shards)
+		}
+		return err
+	}
+	log, err := events.Attach(ctx, js, lc)
+	if err != nil {
+		return nil, nil, hint(err)
+	}
+	if _, err := js.Stream(ctx, log.DecisionStreamName()); err != nil {
+		return nil, nil, hint(fmt.Errorf("attach log: stream %s: %w", log.DecisionStreamName(), err))
+	}
+	q, err := fleet.Attach(ctx, js, fc)
+	if err != nil {
+		return nil, nil, hint(err)
+	}
+	return log, q, nil
 }
 
 func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry, nc *nats.Conn, logger *slog.Logger) error {

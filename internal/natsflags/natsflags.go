@@ -7,6 +7,8 @@ package natsflags
 import (
 	"flag"
 	"fmt"
+	"os"
+	"strings"
 
 	"github.com/arbiter-run/arbiter/embedded"
 	"github.com/arbiter-run/arbiter/events"
@@ -17,16 +19,20 @@ import (
 // out there.
 type Flags struct {
 	URL, User, Password, Creds, NKey string
-	Stream, Prefix                   string
-	Shards                           int
+	// PasswordFile holds the password (surrounding white space trimmed),
+	// so it need not appear on a command line.
+	PasswordFile   string
+	Stream, Prefix string
+	Shards         int
 }
 
-// Register adds --nats (defaulting to url), --user, --password, --creds,
-// --nkey, --stream, --prefix and --shards to fs.
+// Register adds --nats (defaulting to url), --user, --password,
+// --password-file, --creds, --nkey, --stream, --prefix and --shards to fs.
 func (f *Flags) Register(fs *flag.FlagSet, url, urlHelp string) {
 	fs.StringVar(&f.URL, "nats", url, urlHelp)
 	fs.StringVar(&f.User, "user", "", "NATS user name")
 	fs.StringVar(&f.Password, "password", "", "NATS password")
+	fs.StringVar(&f.PasswordFile, "password-file", "", "file holding the NATS password (e.g. <data>/credentials/admin.password)")
 	fs.StringVar(&f.Creds, "creds", "", "NATS credentials file")
 	fs.StringVar(&f.NKey, "nkey", "", "NATS nkey seed file to authenticate with")
 	fs.StringVar(&f.Stream, "stream", "ARB_RUNS", "base name of the runs streams")
@@ -39,6 +45,21 @@ func (f *Flags) Register(fs *flag.FlagSet, url, urlHelp string) {
 // embedded default and docs/nats-server.conf require.
 func (f *Flags) Options(name string) ([]nats.Option, error) {
 	opts := []nats.Option{nats.Name(name)}
+	if f.PasswordFile != "" {
+		if f.Password != "" {
+			return nil, fmt.Errorf("--password and --password-file %s: give one", f.PasswordFile)
+		}
+		b, err := os.ReadFile(f.PasswordFile)
+		if err != nil {
+			return nil, fmt.Errorf("--password-file: %w", err)
+		}
+		if f.Password = strings.TrimSpace(string(b)); f.Password == "" {
+			return nil, fmt.Errorf("--password-file %s: empty", f.PasswordFile)
+		}
+		if f.User == "" {
+			return nil, fmt.Errorf("--password-file %s without --user", f.PasswordFile)
+		}
+	}
 	if f.User != "" {
 		opts = append(opts, nats.UserInfo(f.User, f.Password), embedded.InboxOption(f.User))
 	}

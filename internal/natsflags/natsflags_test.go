@@ -66,3 +66,44 @@ func TestFlags_BadNKeyFileIsNamed(t *testing.T) {
 		t.Errorf("bad nkey file: got %v, want an error naming %s", err, p)
 	}
 }
+
+// TestFlags_PasswordFile: the password is read from the file; a missing or
+// empty file, or one given with --password or without --user, is an error
+// naming it.
+func TestFlags_PasswordFile(t *testing.T) {
+	creds := embedded.Credentials{Worker: "w", Operator: "o", Admin: "a-secret"}
+	srv, err := embedded.Start(embedded.Config{Dir: t.TempDir(), Port: -1, Users: creds.Users(embedded.Subjects{})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Stop)
+	dir := t.TempDir()
+	good := filepath.Join(dir, "admin.password")
+	empty := filepath.Join(dir, "empty")
+	if err := os.WriteFile(good, []byte("a-secret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(empty, []byte(" \n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f := natsflags.Flags{User: "admin", PasswordFile: good}
+	opts, err := f.Options("test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, err := nats.Connect(srv.ClientURL(), opts...)
+	if err != nil {
+		t.Fatalf("connect as admin with --password-file: %v", err)
+	}
+	nc.Close()
+	for _, bad := range []natsflags.Flags{
+		{User: "admin", PasswordFile: filepath.Join(dir, "missing")},
+		{User: "admin", PasswordFile: empty},
+		{User: "admin", PasswordFile: good, Password: "x"},
+		{PasswordFile: good},
+	} {
+		if _, err := bad.Options("x"); err == nil || !strings.Contains(err.Error(), bad.PasswordFile) {
+			t.Errorf("flags %+v: got %v, want an error naming %s", bad, err, bad.PasswordFile)
+		}
+	}
+}

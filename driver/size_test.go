@@ -1,0 +1,107 @@
+package driver_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/arbiter-run/arbiter/driver"
+	"github.com/arbiter-run/arbiter/events"
+	"github.com/arbiter-run/arbiter/policy"
+	"github.com/arbiter-run/arbiter/projector"
+	"github.com/arbiter-run/arbiter/testkit"
+)
+
+// bigArgs returns a JSON object of about n bytes.
+func bigArgs(n int) string {
+	return `{"to":"ops","body":"` + strings.Repeat("x", n) + `"}`
+}
+
+// TestDriver_OversizeDecisionIsRecordedRefused: decisions of 1.5 MB and
+// 10 MB of arguments, and a 10 MB tool name (all beyond the server's 1 MB
+// payload), are recorded by their size, hash and a prefix, refused as an
+// invalid decision the agent sees, and the run moves on to the agent's next
+// decision: nothing runs, nothing waits (issue 10, item 7).
+func TestDriver_OversizeDecisionIsRecordedRefused(t *testing.T) {
+	env := testkit.JetStream(t)
+	log := env.Log(t, events.Config{})
+	send := testkit.NewLedger("send", events.LocalMutation, toSchema)
+	d := newDriver(t, log, policy.DefaultSideEffects(), send, done())
+	r := create(t, d, "big")
+	script := testkit.NewScript(
+		testkit.Call("send", bigArgs(1_500_000)),
+		testkit.Call("send", bigArgs(10_000_000)),
+		testkit.Call(strings.Repeat("t", 10_000_000), `{}`),
+		testkit.Call("done", `{}`),
+	)
+	drive(t, d, r, script)
+	wantCount(t, send, 0)
+	v := r.View()
+	wantEnd(t, v, projector.Completed, events.ReasonCompleted)
+	for n := 1; n <= 3; n++ {
+		s := v.Step(n)
+		if s.Decision.Oversize == nil || s.Observation == nil || s.Observation.Kind != events.ObsInvalidDecision || !strings.Contains(s.Observation.Content, "larger than") {
+			t.Errorf("step %d: oversize %+v observation %+v, want an oversize record refused", n, s.Decision.Oversize, s.Observation)
+		}
+		if len(s.Decision.Args)+len(s.Decision.Tool) > 4096 {
+			t.Errorf("step %d recorded %d bytes of the decision, want a prefix", n, len(s.Decision.Args)+len(s.Decision.Tool))
+		}
+	}
+	if o := v.Step(2).Decision.Oversize; o.Bytes < 10_000_000 || len(o.SHA256) != 64 {
+		t.Errorf("step 2 oversize: %+v, want its size and hash", o)
+	}
+	if got := len(script.Inputs()); got != 4 {
+		t.Errorf("agent asked %d times, want 4 (once a step: no loop)", got)
+	}
+}
+
+// TestDriver_LargeApprovalCarriesArgumentsOnce: 400 KiB of arguments to an
+// approval-gated tool (the side-effect policy) make an approval event that
+// holds them once, which the server stores; the run waits on it, and a
+// grant runs it (issue 10, item 7).
+func TestDriver_LargeApprovalCarriesArgumentsOnce(t *testing.T) {
+	p := pauseOnSend(t, driver.Config{}, bigArgs(400<<10))
+	req := ofKind(records(t, p.log, p.r.ID()), events.ApprovalRequested)
+	if len(req) != 1 {
+		t.Fatalf("approval.requested events: %d, want 1", len(req))
+	}
+	if n := len(req[0].Data); n > 400<<10+4096 {
+		t.Errorf("approval event of %d bytes for %d bytes of arguments, want them once", n, 400<<10)
+	}
+	grant(t, p.d, p.r, p.kp)
+	drive(t, p.d, p.r, p.agent)
+	wantCount(t, p.send, 1)
+	wantEnd(t, p.r.View(), projector.Completed, events.ReasonCompleted)
+}
+
+// copyingPolicy asks for approval with the arguments copied into both the
+// capability and the presentation: a policy's right, which makes 400 KiB of
+// arguments an event of 1.2 MB the server cannot store.
+var copyingPolicy = policyFunc(func(_ context.Context, req policy.Request, _ projector.View) (policy.Decision, error) {
+	c := map[string]json.RawMessage{"args": req.Args}
+	return policy.NeedApproval("copy", "copies the request", c, c)
+})
+
+// TestDriver_EventTooLargeFailsTheRunClosed: an event the server would
+// refuse for its size (here a policy's approval holding the arguments
+// three times) is never sent; the run fails closed as event_too_large with
+// the size recorded, instead of wedging RUNNING (issue 10, item 7).
+func TestDriver_EventTooLargeFailsTheRunClosed(t *testing.T) {
+	env := testkit.JetStream(t)
+	log := env.Log(t, events.Config{})
+	send := testkit.NewLedger("send", events.RemoteMutation, toSchema)
+	d := newDriver(t, log, copyingPolicy, send)
+	r := create(t, d, "copies")
+	script := testkit.NewScript(testkit.Call("send", bigArgs(400<<10)))
+	drive(t, d, r, script)
+	wantCount(t, send, 0)
+	v := r.View()
+	wantEnd(t, v, projector.Failed, events.ReasonTooLarge)
+	if !strings.Contains(v.Run.Detail, "approval.requested") || !strings.Contains(v.Run.Detail, "bytes") {
+		t.Errorf("detail %q, want the event kind and its size", v.Run.Detail)
+	}
+	if got := len(script.Inputs()); got != 1 {
+		t.Errorf("agent asked %d times, want 1", got)
+	}
+}

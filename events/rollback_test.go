@@ -1,0 +1,85 @@
+package events_test
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/arbiter-run/arbiter/events"
+	"github.com/arbiter-run/arbiter/testkit"
+)
+
+// TestRead_RollbackByUnfencedCopyIsBroken: a copy of an earlier event (a
+// new id, its original position and prev) published without the fence
+// after the run's tail would, if believed, make a reader fold a shorter
+// history (issue 10, item 1). Read, and Since from any tail the run had,
+// refuse the run as a broken chain instead of folding a prefix; so does a
+// read of a run where two events claim one position anywhere.
+func TestRead_RollbackByUnfencedCopyIsBroken(t *testing.T) {
+	ctx := ctxT(t)
+	env := testkit.JetStream(t)
+	l := env.Log(t, events.Config{})
+	tails := []events.Tail{startRun(t, ctx, l, "r")}
+	for i := 1; i <= 4; i++ {
+		nt, err := l.Append(ctx, tails[len(tails)-1], mustEvent(t, "r", events.StepDecided, events.StepDecidedBody{Step: i}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tails = append(tails, nt)
+	}
+	recs, _, err := l.Read(ctx, "r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Position 3 again, chained where the original was, with a fresh id.
+	copied := recs[2].Event
+	copied.ID = events.NewID()
+	data, err := copied.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := env.JS.Publish(ctx, l.Subject("r", copied.Kind), data); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := l.Read(ctx, "r"); !errors.Is(err, events.ErrBrokenChain) {
+		t.Fatalf("read after a rollback copy: got %v, want ErrBrokenChain", err)
+	}
+	for i, from := range tails {
+		if _, _, err := l.Since(ctx, "r", from); !errors.Is(err, events.ErrBrokenChain) {
+			t.Errorf("since tail %d after a rollback copy: got %v, want ErrBrokenChain", i, err)
+		}
+	}
+}
+
+// TestRead_ForkedPositionIsBroken: a message claiming the position right
+// after the tail is read as the run's next event only if nothing claims it
+// already; a second event at one position (here the next one, twice) is
+// broken, however it chains.
+func TestRead_ForkedPositionIsBroken(t *testing.T) {
+	ctx := ctxT(t)
+	env := testkit.JetStream(t)
+	l := env.Log(t, events.Config{})
+	t0 := startRun(t, ctx, l, "r")
+	t1, err := l.Append(ctx, t0, mustEvent(t, "r", events.StepDecided, events.StepDecidedBody{Step: 1}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs, _, err := l.Read(ctx, "r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fork := recs[1].Event
+	fork.ID = events.NewID()
+	fork.Body = []byte(`{"step":1,"tool":"other"}`)
+	data, err := fork.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := env.JS.Publish(ctx, l.Subject("r", fork.Kind), data); err != nil {
+		t.Fatal(err)
+	}
+	for name, from := range map[string]events.Tail{"start": {}, "first": t0, "tail": t1} {
+		if _, _, err := l.Since(ctx, "r", from); !errors.Is(err, events.ErrBrokenChain) {
+			t.Errorf("since %s with two events at position 2: got %v, want ErrBrokenChain", name, err)
+		}
+	}
+}

@@ -1,0 +1,132 @@
+// Package setup is the administrator's step: it creates or updates
+// everything Arbiter keeps on a NATS server (the runs streams, the decisions
+// stream, the work stream with its shared consumer, the snapshot bucket)
+// and the agents registry, and says what it changed. `arbiter setup` and a worker hosting the
+// embedded server use it; a worker joining a server only attaches, because
+// its NATS user may not manage streams (ADR 0008).
+//
+// It owns no layout of its own: events.Open and fleet.Setup say what the
+// resources are.
+package setup
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+
+	"github.com/arbiter-run/arbiter/events"
+	"github.com/arbiter-run/arbiter/fleet"
+	"github.com/arbiter-run/arbiter/rules/kvwindows"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Change is what setup did to one resource.
+type Change struct {
+	Kind   string // "stream" or "consumer"
+	Name   string // "ARB_RUNS_0", "ARB_WORK/arb-workers"
+	Action string // "created", "updated" or "unchanged"
+}
+
+func (c Change) String() string { return c.Action + " " + c.Kind + " " + c.Name }
+
+// Run creates or updates the log described by lc and the fleet's queue
+// described by fc on js, which must be allowed the JetStream API (the admin
+// user), and returns what changed, resource by resource. Running it again
+// with the same configuration changes nothing and says so.
+func Run(ctx context.Context, js jetstream.JetStream, lc events.Config, fc fleet.Config) ([]Change, error) {
+	if err := lc.Validate(); err != nil {
+		return nil, err
+	}
+	if err := fc.Validate(); err != nil {
+		return nil, err
+	}
+	res := resources(lc, fc)
+	before := make([]any, len(res))
+	for i, r := range res {
+		cfg, err := r.config(ctx, js)
+		if err != nil {
+			return nil, err
+		}
+		before[i] = cfg
+	}
+	if _, err := events.Open(ctx, js, lc); err != nil {
+		return nil, err
+	}
+	if _, err := fleet.Setup(ctx, js, fc); err != nil {
+		return nil, err
+	}
+	if _, err := js.CreateOrUpdateKeyValue(ctx, kvwindows.BucketConfig(kvwindows.Config{Replicas: fc.Replicas})); err != nil {
+		return nil, fmt.Errorf("set up rate windows bucket %s: %w", kvwindows.DefaultBucket, err)
+	}
+	out := make([]Change, len(res))
+	for i, r := range res {
+		after, err := r.config(ctx, js)
+		if err != nil {
+			return nil, err
+		}
+		c := Change{Kind: r.kind, Name: r.name(), Action: "unchanged"}
+		switch {
+		case after == nil:
+			return nil, fmt.Errorf("set up %s %s: not there after setup", r.kind, r.name())
+		case before[i] == nil:
+			c.Action = "created"
+		case !reflect.DeepEqual(before[i], after):
+			c.Action = "updated"
+		}
+		out[i] = c
+	}
+	return out, nil
+}
+
+// resource is one thing setup makes.
+type resource struct {
+	kind             string
+	stream, consumer string
+}
+
+func (r resource) name() string {
+	if r.kind == "consumer" {
+		return r.stream + "/" + r.consumer
+	}
+	return r.stream
+}
+
+// config is the resource's configuration on the server, or nil when it
+// does not exist.
+func (r resource) config(ctx context.Context, js jetstream.JetStream) (any, error) {
+	if r.kind == "consumer" {
+		c, err := js.Consumer(ctx, r.stream, r.consumer)
+		if errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("look up consumer %s: %w", r.name(), err)
+		}
+		return c.CachedInfo().Config, nil
+	}
+	s, err := js.Stream(ctx, r.stream)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("look up stream %s: %w", r.stream, err)
+	}
+	return s.CachedInfo().Config, nil
+}
+
+func resources(lc events.Config, fc fleet.Config) []resource {
+	l := lc.WithDefaults()
+	f := fleet.NewQueue(nil, fc).Config()
+	var out []resource
+	for k := 0; k < l.Shards; k++ {
+		out = append(out, resource{kind: "stream", stream: l.Stream + "_" + fmt.Sprint(k)})
+	}
+	return append(out,
+		resource{kind: "stream", stream: l.DecisionStream},
+		resource{kind: "stream", stream: f.WorkStream},
+		resource{kind: "consumer", stream: f.WorkStream, consumer: f.Consumer},
+		resource{kind: "stream", stream: "KV_" + f.Bucket},
+		resource{kind: "stream", stream: "KV_" + f.AgentsBucket},
+		resource{kind: "stream", stream: "KV_" + kvwindows.DefaultBucket})
+}

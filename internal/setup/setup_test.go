@@ -1,0 +1,135 @@
+package setup_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/arbiter-run/arbiter/embedded"
+	"github.com/arbiter-run/arbiter/events"
+	"github.com/arbiter-run/arbiter/fleet"
+	"github.com/arbiter-run/arbiter/internal/setup"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+func connect(t *testing.T, srv *embedded.Server, user, pw string) jetstream.JetStream {
+	t.Helper()
+	nc, err := nats.Connect(srv.ClientURL(), nats.UserInfo(user, pw), embedded.InboxOption(user))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return js
+}
+
+func actions(cs []setup.Change) []string {
+	var out []string
+	for _, c := range cs {
+		out = append(out, c.String())
+	}
+	return out
+}
+
+// TestRun_CreatesThenChangesNothing: the admin's first setup creates every
+// resource; a second with the same configuration changes nothing and says
+// so; one with another ack wait updates the consumer alone. The worker user
+// cannot run it.
+func TestRun_CreatesThenChangesNothing(t *testing.T) {
+	creds := embedded.Credentials{Worker: "w", Operator: "o", Admin: "a"}
+	srv, err := embedded.Start(embedded.Config{Dir: t.TempDir(), Port: -1, Users: creds.Users(embedded.Subjects{Shards: 2})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Stop)
+	ctx := t.Context()
+	worker := connect(t, srv, "worker", "w")
+	wctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	if _, err := setup.Run(wctx, worker, events.Config{Shards: 2}, fleet.Config{}); err == nil {
+		t.Error("setup as the worker user succeeded, want it refused")
+	}
+	cancel()
+
+	admin := connect(t, srv, "admin", "a")
+	lc := events.Config{Shards: 2}
+	got, err := setup.Run(ctx, admin, lc, fleet.Config{})
+	if err != nil {
+		t.Fatalf("first setup: %v", err)
+	}
+	want := []string{
+		"created stream ARB_RUNS_0", "created stream ARB_RUNS_1", "created stream ARB_DECISIONS",
+		"created stream ARB_WORK", "created consumer ARB_WORK/arb-workers", "created stream KV_ARB_VIEWS",
+		"created stream KV_ARB_AGENTS", "created stream KV_ARB_RATES",
+	}
+	if !slices.Equal(actions(got), want) {
+		t.Errorf("first setup = %q, want %q", actions(got), want)
+	}
+	// Something stored survives another setup.
+	l, err := events.Attach(ctx, connect(t, srv, "worker", "w"), lc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev, err := events.New("run-a", events.RunCreated, events.RunCreatedBody{Agent: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tail, err := l.Append(ctx, events.Tail{}, ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := setup.Run(ctx, admin, lc, fleet.Config{})
+	if err != nil {
+		t.Fatalf("second setup: %v", err)
+	}
+	for _, c := range again {
+		if c.Action != "unchanged" {
+			t.Errorf("second setup: %s, want every resource unchanged", c)
+		}
+	}
+	if now, err := l.Tail(ctx, "run-a"); err != nil || now != tail {
+		t.Errorf("run after a second setup: %+v, %v; want %+v", now, err, tail)
+	}
+	third, err := setup.Run(ctx, admin, lc, fleet.Config{AckWait: time.Minute})
+	if err != nil {
+		t.Fatalf("setup with another ack wait: %v", err)
+	}
+	for _, c := range third {
+		want := "unchanged"
+		if c.Kind == "consumer" {
+			want = "updated"
+		}
+		if c.Action != want {
+			t.Errorf("setup with another ack wait: %s, want %s", c, want)
+		}
+	}
+}
+
+// TestRun_RefusesToReshard: a log set up with two shards cannot be set up
+// again with three.
+func TestRun_RefusesToReshard(t *testing.T) {
+	srv, err := embedded.Start(embedded.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Stop)
+	nc, err := srv.Connect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, _ := jetstream.New(nc)
+	if _, err := setup.Run(t.Context(), js, events.Config{Shards: 2}, fleet.Config{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := setup.Run(t.Context(), js, events.Config{Shards: 3}, fleet.Config{}); err == nil {
+		t.Error("setup with 3 shards over a 2-shard log succeeded, want it refused")
+	}
+	if _, err := setup.Run(t.Context(), js, events.Config{Shards: -1}, fleet.Config{}); err == nil {
+		t.Errorf("setup with -1 shards = %v, want a config error", err)
+	}
+}

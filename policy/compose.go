@@ -1,0 +1,112 @@
+package policy
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"strconv"
+
+	"github.com/arbiter-run/arbiter/events"
+	"github.com/arbiter-run/arbiter/projector"
+)
+
+// Composed is policies combined so that every member is asked and the
+// strongest answer wins: abort, then deny, then require_approval, then
+// allow. Deny wins whatever the members' order; the order decides only
+// which approval is asked for when several members ask (the first) and the
+// order of the record.
+type Composed struct {
+	members []IdentifiedPolicy
+	id      string
+}
+
+var _ IdentifiedPolicy = (*Composed)(nil)
+
+// Compose combines members, each of which must have an id (wrap one that
+// has none with [WithID]): the composed id is derived from theirs, so a
+// change to any member changes it. Errors wrap [ErrBadID].
+func Compose(members ...Policy) (*Composed, error) {
+	if len(members) == 0 {
+		return nil, fmt.Errorf("compose: %w: no members", ErrBadID)
+	}
+	c := &Composed{}
+	h := sha256.New()
+	for i, m := range members {
+		ip, ok := m.(IdentifiedPolicy)
+		if !ok || ip.PolicyID() == "" {
+			return nil, fmt.Errorf("compose: %w: member %d has no id (wrap it with policy.WithID)", ErrBadID, i+1)
+		}
+		if err := ValidateID(ip.PolicyID()); err != nil {
+			return nil, fmt.Errorf("compose: member %d: %w", i+1, err)
+		}
+		c.members = append(c.members, ip)
+		// Length-prefixed, so ids cannot run into one another.
+		h.Write([]byte(strconv.Itoa(len(ip.PolicyID())) + ":" + ip.PolicyID() + ","))
+	}
+	c.id = "all sha256:" + hex.EncodeToString(h.Sum(nil))
+	return c, nil
+}
+
+// PolicyID is "all sha256:<hex>" over the members' ids in order.
+func (c *Composed) PolicyID() string { return c.id }
+
+// Members returns the members' ids in order.
+func (c *Composed) Members() []string {
+	ids := make([]string, len(c.members))
+	for i, m := range c.members {
+		ids[i] = m.PolicyID()
+	}
+	return ids
+}
+
+// Evaluate asks every member (none is skipped, whatever an earlier one
+// said) and answers with the strongest outcome, whose reason is prefixed
+// with the member's id. A member's error, or an outcome outside the four,
+// is the composed policy's error: it fails closed. The decision's parts
+// name every member's id, outcome and reason, each followed by the
+// member's own parts (their ids prefixed with the member's).
+func (c *Composed) Evaluate(ctx context.Context, req Request, view projector.View) (Decision, error) {
+	var win, ask *Decision
+	winID := ""
+	parts := make([]events.PolicyPart, 0, len(c.members))
+	for _, m := range c.members {
+		d, err := m.Evaluate(ctx, req.Copy(), view.Clone())
+		if err != nil {
+			return Decision{}, fmt.Errorf("member %s: %w", m.PolicyID(), err)
+		}
+		if !d.Outcome.Valid() {
+			return Decision{}, fmt.Errorf("member %s: outcome %q (want allow, deny, abort or require_approval)", m.PolicyID(), d.Outcome)
+		}
+		parts = append(parts, events.PolicyPart{ID: m.PolicyID(), Outcome: string(d.Outcome), Reason: d.Reason})
+		for _, p := range d.Parts {
+			p.ID = m.PolicyID() + " / " + p.ID
+			parts = append(parts, p)
+		}
+		if win == nil || strength(d.Outcome) > strength(win.Outcome) {
+			dd := d
+			win, winID = &dd, m.PolicyID()
+		}
+		if d.Outcome == RequireApproval && ask == nil {
+			dd := d
+			ask = &dd
+		}
+	}
+	out := Decision{Outcome: win.Outcome, Reason: winID + ": " + win.Reason, Parts: parts}
+	if out.Outcome == RequireApproval {
+		out.Approval = ask.Approval
+	}
+	return out, nil
+}
+
+func strength(o Outcome) int {
+	switch o {
+	case Abort:
+		return 4
+	case Deny:
+		return 3
+	case RequireApproval:
+		return 2
+	}
+	return 1
+}

@@ -1,0 +1,193 @@
+package policy_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+
+	"github.com/arbiter-run/arbiter/events"
+	"github.com/arbiter-run/arbiter/policy"
+	"github.com/arbiter-run/arbiter/projector"
+)
+
+// fixed answers the same whatever it is asked, and counts its calls.
+type fixed struct {
+	d     policy.Decision
+	err   error
+	calls *int
+}
+
+func (f fixed) Evaluate(context.Context, policy.Request, projector.View) (policy.Decision, error) {
+	*f.calls++
+	return f.d, f.err
+}
+
+func member(id string, o policy.Outcome, calls *int) policy.IdentifiedPolicy {
+	d := policy.Decision{Outcome: o, Reason: id + " says " + string(o)}
+	if o == policy.RequireApproval {
+		d, _ = policy.NeedApproval(id, id+" says ask", nil, nil)
+	}
+	return policy.WithID(fixed{d: d, calls: calls}, id)
+}
+
+func composeReq() (policy.Request, projector.View) {
+	return policy.Request{Run: "r", Step: 1, Tool: events.ToolSpec{Name: "t", SideEffect: events.ReadOnly}, Args: json.RawMessage(`{}`)}, projector.View{}
+}
+
+// TestCompose_DenyWinsWhateverTheOrderAndAllAreAsked.
+func TestCompose_DenyWinsWhateverTheOrderAndAllAreAsked(t *testing.T) {
+	outcomes := []policy.Outcome{policy.Allow, policy.RequireApproval, policy.Deny}
+	perms := [][]int{{0, 1, 2}, {0, 2, 1}, {1, 0, 2}, {1, 2, 0}, {2, 0, 1}, {2, 1, 0}}
+	for _, perm := range perms {
+		var calls int
+		var ms []policy.Policy
+		for _, i := range perm {
+			ms = append(ms, member(string(outcomes[i]), outcomes[i], &calls))
+		}
+		c, err := policy.Compose(ms...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req, v := composeReq()
+		d, err := c.Evaluate(context.Background(), req, v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Outcome != policy.Deny || d.Reason != "deny: deny says deny" {
+			t.Errorf("order %v: got %s %q, want deny from the deny member", perm, d.Outcome, d.Reason)
+		}
+		if calls != 3 {
+			t.Errorf("order %v: %d members asked, want all 3", perm, calls)
+		}
+		if len(d.Parts) != 3 {
+			t.Fatalf("order %v: parts %+v, want one per member", perm, d.Parts)
+		}
+		for i, p := range d.Parts {
+			if o := outcomes[perm[i]]; p.ID != string(o) || p.Outcome != string(o) || p.Reason != string(o)+" says "+string(o) && o != policy.RequireApproval {
+				t.Errorf("order %v: part %d = %+v, want member %s's id, outcome and reason", perm, i, p, o)
+			}
+		}
+	}
+}
+
+func TestCompose_Strength(t *testing.T) {
+	tests := []struct {
+		in   []policy.Outcome
+		want policy.Outcome
+	}{
+		{[]policy.Outcome{policy.Allow, policy.Allow}, policy.Allow},
+		{[]policy.Outcome{policy.Allow, policy.RequireApproval}, policy.RequireApproval},
+		{[]policy.Outcome{policy.Deny, policy.Abort}, policy.Abort},
+		{[]policy.Outcome{policy.Abort, policy.Deny}, policy.Abort},
+	}
+	for _, tt := range tests {
+		var calls int
+		var ms []policy.Policy
+		for i, o := range tt.in {
+			ms = append(ms, member(string(o)+string(rune('a'+i)), o, &calls))
+		}
+		c, _ := policy.Compose(ms...)
+		req, v := composeReq()
+		d, err := c.Evaluate(context.Background(), req, v)
+		if err != nil || d.Outcome != tt.want {
+			t.Errorf("%v: got %s (%v), want %s", tt.in, d.Outcome, err, tt.want)
+		}
+		if tt.want == policy.RequireApproval && (d.Approval == nil || d.Approval.Kind != "require_approvalb") {
+			t.Errorf("%v: approval %+v, want the asking member's", tt.in, d.Approval)
+		}
+	}
+}
+
+// TestCompose_IDDerivedFromMembers: any change of a member's id, or of the
+// order, changes the composed id.
+func TestCompose_IDDerivedFromMembers(t *testing.T) {
+	var n int
+	id := func(ids ...string) string {
+		var ms []policy.Policy
+		for _, s := range ids {
+			ms = append(ms, member(s, policy.Allow, &n))
+		}
+		c, err := policy.Compose(ms...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c.PolicyID()
+	}
+	base := id("a", "b")
+	if base != id("a", "b") {
+		t.Error("the same members gave two ids")
+	}
+	for _, other := range [][]string{{"b", "a"}, {"a", "c"}, {"a"}, {"a", "b", "c"}, {"a,", "b"}, {"ab"}} {
+		if id(other...) == base {
+			t.Errorf("members %v have the id of [a b]", other)
+		}
+	}
+	if err := policy.ValidateID(base); err != nil {
+		t.Errorf("composed id: %v", err)
+	}
+}
+
+func TestCompose_MemberWithoutIDRefused(t *testing.T) {
+	var n int
+	_, err := policy.Compose(member("a", policy.Allow, &n), policy.DefaultSideEffects())
+	if !errors.Is(err, policy.ErrBadID) {
+		t.Errorf("Compose with an unnamed member = %v, want ErrBadID", err)
+	}
+	if _, err := policy.Compose(); !errors.Is(err, policy.ErrBadID) {
+		t.Errorf("Compose() = %v, want ErrBadID", err)
+	}
+}
+
+// TestCompose_MemberErrorFailsClosed: an error or an outcome outside the
+// four from any member is the composed policy's error.
+func TestCompose_MemberErrorFailsClosed(t *testing.T) {
+	var n int
+	boom := errors.New("boom")
+	bad := policy.WithID(fixed{err: boom, calls: &n}, "bad")
+	odd := policy.WithID(fixed{d: policy.Decision{Outcome: "maybe"}, calls: &n}, "odd")
+	for _, m := range []policy.Policy{bad, odd} {
+		c, _ := policy.Compose(member("ok", policy.Allow, &n), m)
+		req, v := composeReq()
+		if _, err := c.Evaluate(context.Background(), req, v); err == nil {
+			t.Errorf("member %s: no error, want one", policy.ID(m))
+		}
+	}
+	c, _ := policy.Compose(bad)
+	req, v := composeReq()
+	if _, err := c.Evaluate(context.Background(), req, v); !errors.Is(err, boom) {
+		t.Errorf("error %v, want it to wrap the member's", err)
+	}
+}
+
+// hider is a member that hides one tool.
+type hider struct {
+	fixed
+	hide string
+}
+
+func (h hider) Visible(t events.ToolSpec, _ projector.View) bool { return t.Name != h.hide }
+
+func TestCompose_VisibleOnlyWhenEveryMemberShows(t *testing.T) {
+	var n int
+	c, err := policy.Compose(member("a", policy.Allow, &n), policy.WithID(hider{fixed: fixed{calls: &n}, hide: "x"}, "h"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// WithID hides the member's Visible: wrap a Discoverer that names itself.
+	if policy.Visible(c, events.ToolSpec{Name: "x"}, projector.View{}) != true {
+		t.Error("a member wrapped by WithID lost its Visible, want it shown (WithID keeps only Evaluate)")
+	}
+	named := namedHider{hider{fixed: fixed{calls: &n}, hide: "x"}}
+	c, _ = policy.Compose(member("a", policy.Allow, &n), named)
+	if policy.Visible(c, events.ToolSpec{Name: "x"}, projector.View{}) || !policy.Visible(c, events.ToolSpec{Name: "y"}, projector.View{}) {
+		t.Error("composed visibility: want x hidden by the member, y shown")
+	}
+	if !policy.Visible(policy.DefaultSideEffects(), events.ToolSpec{Name: "x"}, projector.View{}) {
+		t.Error("a policy that is no Discoverer hides a tool")
+	}
+}
+
+type namedHider struct{ hider }
+
+func (namedHider) PolicyID() string { return "named hider" }

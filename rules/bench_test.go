@@ -1,0 +1,139 @@
+package rules_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/arbiter-run/arbiter/driver"
+	"github.com/arbiter-run/arbiter/events"
+	"github.com/arbiter-run/arbiter/policy"
+	"github.com/arbiter-run/arbiter/projector"
+	"github.com/arbiter-run/arbiter/rules"
+	"github.com/arbiter-run/arbiter/testkit"
+)
+
+// hundredRules is a file of 100 rules in 10 policies, of which applying
+// target the tool "read" (and all have a condition that holds for it); the
+// others name other tools. Every rule audits, so each applying rule is
+// recorded and the side-effect default decides: the most a decision can
+// cost for that many rules.
+func hundredRules(applying int) string {
+	var b strings.Builder
+	b.WriteString("version: 1\npolicies:\n")
+	for p := 0; p < 10; p++ {
+		fmt.Fprintf(&b, "  - id: p%d\n    type: tool_access\n    priority: %d\n    enforcement: {mode: audit}\n    rules:\n", p, p)
+		for r := 0; r < 10; r++ {
+			n := p*10 + r
+			pattern := fmt.Sprintf("other_%d_*", n)
+			if n%(100/applying) == 0 {
+				pattern = "rea*"
+			}
+			cond := fmt.Sprintf("args.n < %d && tool.side_effect == 'read_only'", 1000+n)
+			fmt.Fprintf(&b, "      - {id: r%d, action: deny, target: {type: tool, pattern: %q}, condition: %q, code: C%d}\n", n, pattern, cond, n)
+		}
+	}
+	return b.String()
+}
+
+// BenchmarkDecide is one decision of a 100-rule file where 10, and where
+// all 100, rules apply. p50-ns is the median of the timed decisions.
+func BenchmarkDecide(b *testing.B) {
+	// A recorded spec always carries its hash (the driver sets it).
+	tool := events.ToolSpec{Name: "read", SideEffect: events.ReadOnly, Schema: json.RawMessage(`{}`), Hash: "b1e5"}
+	for _, applying := range []int{10, 100} {
+		p, err := rules.Parse("bench.yaml", []byte(hundredRules(applying)))
+		if err != nil {
+			b.Fatal(err)
+		}
+		req, v := request(tool, `{"n":7,"path":"notes.txt"}`, nil, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+		d, err := p.Evaluate(context.Background(), req, v)
+		if err != nil || d.Outcome != policy.Allow || len(d.Parts) != applying+1 {
+			b.Fatalf("decision %s with %d parts (%v), want allow with %d", d.Outcome, len(d.Parts), err, applying+1)
+		}
+		b.Run(fmt.Sprintf("rules=100/applying=%d", applying), func(b *testing.B) {
+			benchDecisions(b, p, req, v)
+		})
+	}
+	se := policy.DefaultSideEffects()
+	req, v := request(tool, `{"n":7,"path":"notes.txt"}`, nil, time.Time{})
+	b.Run("side-effects", func(b *testing.B) { benchDecisions(b, se, req, v) })
+}
+
+func benchDecisions(b *testing.B, p policy.Policy, req policy.Request, v projector.View) {
+	ctx := context.Background()
+	lat := make([]time.Duration, 0, b.N)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		t0 := time.Now()
+		if _, err := p.Evaluate(ctx, req, v); err != nil {
+			b.Fatal(err)
+		}
+		lat = append(lat, time.Since(t0))
+	}
+	b.StopTimer()
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)/2].Nanoseconds()), "p50-ns")
+}
+
+// BenchmarkStep drives runs of 100 steps on an embedded JetStream with the
+// default side-effect policy; with the 100-rule file whose 10 conditions
+// for the tool never hold (recorded=1: the default's part); with the file
+// whose 10 rules apply and are audited (recorded=11: each recorded on every
+// step); and with that file composed with the side-effect policy as the
+// worker does: the cost a rules file adds to a step, side by side in one run.
+func BenchmarkStep(b *testing.B) {
+	env := testkit.JetStream(b)
+	log := env.Log(b, events.Config{})
+	read := testkit.NewLedger("read", events.ReadOnly, testkit.AnyObject)
+	read.Result = func(context.Context, json.RawMessage) (string, error) { return "ok", nil }
+	done := testkit.NewLedger("done", events.ReadOnly, testkit.AnyObject).Terminal()
+	rp, err := rules.Parse("bench.yaml", []byte(hundredRules(10)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	// The same file with conditions that never hold: ten conditions are
+	// evaluated on every step, and only the default's part is recorded.
+	quiet, err := rules.Parse("quiet.yaml", []byte(strings.ReplaceAll(hundredRules(10), "args.n <", "args.n >")))
+	if err != nil {
+		b.Fatal(err)
+	}
+	se := policy.WithID(policy.DefaultSideEffects(), "side-effects")
+	composed, err := policy.Compose(se, rp)
+	if err != nil {
+		b.Fatal(err)
+	}
+	const steps = 100
+	for _, c := range []struct {
+		name string
+		p    policy.Policy
+	}{{"side-effects", se}, {"rules/recorded=1", quiet}, {"rules/recorded=11", rp}, {"rules+side-effects/recorded=13", composed}} {
+		d, err := driver.New(driver.Config{Log: log, Policy: c.p, Tools: []driver.Tool{read, done},
+			Limits: events.Limits{MaxSteps: steps + 1, MaxRepeats: steps + 1}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run("policy="+c.name, func(b *testing.B) {
+			ctx := context.Background()
+			b.ReportAllocs()
+			for i := 0; i < b.N; i++ {
+				r, err := d.Create(ctx, events.NewID(), "bench", nil)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := d.Drive(ctx, r, testkit.Counter{Tool: "read", Steps: steps}); err != nil {
+					b.Fatal(err)
+				}
+				if st := r.View().Run.Status; st != projector.Completed {
+					b.Fatalf("run ended %s %s", st, r.View().Run.Reason)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*steps), "ns/step")
+		})
+	}
+}

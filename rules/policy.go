@@ -1,0 +1,407 @@
+package rules
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"reflect"
+	"strings"
+	"sync"
+	"time"
+
+	"cel.dev/cel-go/common/types"
+	"github.com/arbiter-run/arbiter/events"
+	"github.com/arbiter-run/arbiter/policy"
+	"github.com/arbiter-run/arbiter/projector"
+)
+
+// Policy is a compiled rules file. It is safe for concurrent use.
+type Policy struct {
+	name     string
+	file     *File
+	id       string
+	canon    []byte
+	policies []*compiledPolicy // priority order
+	rules    []*compiledRule   // every rule, in priority order
+	defName  string
+	defID    string        // the default's part id: "default <name>"
+	def      policy.Policy // nil for deny or allow
+	windows  Windows       // fleet-wide counters; nil: none configured
+	// toolCache holds tools as CEL values by spec hash (bounded by the
+	// specs a worker has: one per tool and version).
+	toolCache *sync.Map
+}
+
+// WithWindows returns p counting its per: fleet rules in w. The id is p's:
+// where calls are counted is not part of what the file says.
+func (p *Policy) WithWindows(w Windows) *Policy {
+	c := *p
+	c.windows = w
+	return &c
+}
+
+var _ policy.IdentifiedPolicy = (*Policy)(nil)
+
+// PolicyID is "rules sha256:<hex>" over the file's canonical form: any
+// change that could change a decision changes it (and so do changes that
+// cannot, such as a new description).
+func (p *Policy) PolicyID() string { return p.id }
+
+// File returns the file as written (do not change it).
+func (p *Policy) File() *File { return p.file }
+
+// Canonical returns the canonical form the id is the hash of.
+func (p *Policy) Canonical() []byte { return append([]byte(nil), p.canon...) }
+
+// Default returns the fall-through: side_effects, deny or allow.
+func (p *Policy) Default() string { return p.defName }
+
+// Evaluate decides req by every enabled policy that applies to the tool,
+// every rule whose target matches and whose condition holds: the strongest
+// deciding verdict wins (abort, then deny, then require_approval, then
+// allow), whatever the order; warn and audit rules are recorded and decide
+// nothing; with no deciding rule the default decides. The result records
+// every rule that applied, in priority order, then the default if it
+// decided. A condition that fails to evaluate denies (recorded with its
+// error): the policy fails closed.
+func (p *Policy) Evaluate(ctx context.Context, req policy.Request, view projector.View) (policy.Decision, error) {
+	ev := evaluation{ctx: ctx, req: &req, view: &view, windows: p.windows, tools: p.toolCache}
+	var parts []events.PolicyPart
+	var win, confirm verdict // the zero verdict has no rule
+	for _, r := range p.rules {
+		v, ok := r.apply(&ev)
+		if !ok {
+			continue
+		}
+		if parts == nil {
+			parts = make([]events.PolicyPart, 0, 8)
+		}
+		parts = append(parts, v.part)
+		if !v.decides {
+			continue
+		}
+		if win.rule == nil || rank(v.outcome) > rank(win.outcome) {
+			win = v
+		}
+		if v.outcome == policy.RequireApproval && confirm.rule == nil {
+			confirm = v
+		}
+	}
+	if win.rule == nil {
+		dec, err := p.fallThrough(ctx, req, view)
+		if err != nil {
+			return policy.Decision{}, err
+		}
+		dec.Parts = append(parts, events.PolicyPart{ID: p.defID, Outcome: string(dec.Outcome), Reason: dec.Reason})
+		return dec, nil
+	}
+	dec := policy.Decision{Outcome: win.outcome, Reason: win.reason, Parts: parts}
+	if win.outcome == policy.RequireApproval {
+		a, err := confirm.rule.approval(req)
+		if err != nil {
+			return policy.Decision{}, err
+		}
+		dec.Approval = a
+	}
+	return dec, nil
+}
+
+func (p *Policy) fallThrough(ctx context.Context, req policy.Request, view projector.View) (policy.Decision, error) {
+	switch p.defName {
+	case DefaultAllow:
+		return policy.Decision{Outcome: policy.Allow, Reason: "no rule decided; the file's default is allow"}, nil
+	case DefaultDeny:
+		return policy.Decision{Outcome: policy.Deny, Reason: "no rule decided; the file's default is deny"}, nil
+	}
+	return p.def.Evaluate(ctx, req, view)
+}
+
+func rank(o policy.Outcome) int {
+	switch o {
+	case policy.Abort:
+		return 4
+	case policy.Deny:
+		return 3
+	case policy.RequireApproval:
+		return 2
+	case policy.Allow:
+		return 1
+	}
+	return 0
+}
+
+// verdict is what one applicable rule says.
+type verdict struct {
+	rule    *compiledRule
+	outcome policy.Outcome
+	reason  string
+	decides bool
+	part    events.PolicyPart
+}
+
+// apply reports whether r applies to the request, and its verdict.
+func (r *compiledRule) apply(ev *evaluation) (verdict, bool) {
+	cp := r.pol
+	spec := &ev.req.Tool
+	if !cp.spec.On() || !cp.spec.HasPhase(PhaseInvocation) || !cp.inScope(spec) {
+		return verdict{}, false
+	}
+	if !r.targets(spec, ev) || !r.argsEqual(ev) {
+		return verdict{}, false
+	}
+	if r.cond != nil {
+		holds, err := r.holds(ev)
+		if err != nil {
+			reason := fmt.Sprintf("%s: condition failed to evaluate (denied): %v", r.id, err)
+			return verdict{rule: r, outcome: policy.Deny, reason: reason, decides: true,
+				part: events.PolicyPart{ID: r.id, Outcome: string(policy.Deny), Reason: reason, Code: "CONDITION_ERROR", Mode: ModeBlock}}, true
+		}
+		if !holds {
+			return verdict{}, false
+		}
+	}
+	mode := cp.spec.Enforcement.Mode
+	outcome := policy.Allow
+	reason := r.reasonText()
+	limited := r.perRun >= 0 || r.perHour >= 0
+	var window string
+	var reading int64
+	if limited {
+		over, count := r.overLimit(ev)
+		if !over && r.fleet {
+			var err error
+			over, count, window, reading, err = r.fleetWindow(ev)
+			if err != nil {
+				reason := fmt.Sprintf("%s: fleet window failed (denied): %v", r.id, err)
+				return verdict{rule: r, outcome: policy.Deny, reason: reason, decides: true,
+					part: events.PolicyPart{ID: r.id, Outcome: string(policy.Deny), Reason: reason, Code: "WINDOW_ERROR", Mode: ModeBlock}}, true
+			}
+		}
+		if !over {
+			// Within its limit a rate rule decides nothing: it limits, it
+			// never grants.
+			return verdict{rule: r, outcome: policy.Allow, reason: reason,
+				part: events.PolicyPart{ID: r.id, Outcome: string(policy.Allow), Reason: r.id + ": within limit (" + count + ")", Code: r.spec.Code, Mode: mode, Window: window, Count: reading}}, true
+		}
+		reason = r.id + ": limit reached (" + count + ")" + r.suffix()
+		outcome = policy.Deny
+	} else if r.spec.Action == "deny" {
+		outcome = policy.Deny
+	}
+	decides := true
+	switch mode {
+	case ModeConfirm:
+		outcome = policy.RequireApproval
+	case ModeWarn, ModeAudit:
+		decides = false
+	case ModeBlock:
+		if outcome == policy.Deny && cp.spec.Enforcement.Abort {
+			outcome = policy.Abort
+		}
+	}
+	return verdict{rule: r, outcome: outcome, reason: reason, decides: decides,
+		part: events.PolicyPart{ID: r.id, Outcome: string(outcome), Reason: reason, Code: r.spec.Code, Mode: mode, Window: window, Count: reading}}, true
+}
+
+func (r *compiledRule) reasonText() string { return r.reason }
+
+func (r *compiledRule) suffix() string {
+	var b strings.Builder
+	if r.spec.Reason != "" {
+		b.WriteString(": ")
+		b.WriteString(r.spec.Reason)
+	}
+	if m := r.pol.spec.Enforcement.Message; m != "" {
+		b.WriteString(" (")
+		b.WriteString(m)
+		b.WriteString(")")
+	}
+	return b.String()
+}
+
+func (cp *compiledPolicy) inScope(t *events.ToolSpec) bool {
+	if cp.class != nil && !cp.class[t.SideEffect] {
+		return false
+	}
+	if len(cp.tools) == 0 {
+		return true
+	}
+	for _, g := range cp.tools {
+		if g.match(t.Name) {
+			return true
+		}
+	}
+	return false
+}
+
+// targets reports whether the rule's target matches the tool (and, for a
+// resource, the argument the tool names as its resource).
+func (r *compiledRule) targets(t *events.ToolSpec, ev *evaluation) bool {
+	switch r.spec.Target.Type {
+	case TargetTool:
+		return r.glob.match(t.Name)
+	case TargetData:
+		return r.anyMatch(t.Data)
+	case TargetOperation:
+		return r.glob.match(t.SideEffect) || r.anyMatch(t.Tags)
+	case TargetResource:
+		if t.Resource == "" {
+			return false
+		}
+		s, ok := ev.arg(t.Resource).(string)
+		if !ok {
+			return false
+		}
+		if r.glob.match(s) {
+			return true
+		}
+		if u, err := url.Parse(s); err == nil && u.Host != "" {
+			return r.glob.match(u.Hostname())
+		}
+	}
+	return false
+}
+
+func (r *compiledRule) anyMatch(ss []string) bool {
+	for _, s := range ss {
+		if r.glob.match(s) {
+			return true
+		}
+	}
+	return false
+}
+
+func (r *compiledRule) argsEqual(ev *evaluation) bool {
+	for k, want := range r.equal {
+		if !reflect.DeepEqual(ev.arg(k), want) {
+			return false
+		}
+	}
+	return true
+}
+
+func (r *compiledRule) holds(ev *evaluation) (bool, error) {
+	out, _, err := r.cond.Eval(ev)
+	if err != nil {
+		return false, err
+	}
+	b, ok := out.(types.Bool)
+	if !ok {
+		return false, fmt.Errorf("yields %s, want bool", out.Type())
+	}
+	return bool(b), nil
+}
+
+// overLimit counts the calls the run already made that this rule's target
+// matches and that were let through, over the run and over the hour before
+// this step's recorded time.
+func (r *compiledRule) overLimit(ev *evaluation) (bool, string) {
+	now := ev.stepTime()
+	var inRun, inHour int64
+	for i := 0; i < ev.view.Steps.Len(); i++ {
+		s := ev.view.Steps.At(i)
+		if s.N >= ev.req.Step || s.Policy == nil || !(s.Policy.Outcome == projector.Allow || s.Policy.Consumes != "") {
+			continue
+		}
+		spec, ok := toolSpec(ev.view, s.Decision.Tool)
+		if !ok || !r.limitTargets(&spec) {
+			continue
+		}
+		inRun++
+		if !s.Decided.After(now) && now.Sub(s.Decided) < time.Hour {
+			inHour++
+		}
+	}
+	switch {
+	case r.perRun >= 0 && inRun >= r.perRun:
+		return true, fmt.Sprintf("%d of %d calls in this run", inRun, r.perRun)
+	case r.fleet:
+		return false, fmt.Sprintf("%d of %d calls in this run", inRun, r.perRun)
+	case r.perHour >= 0 && inHour >= r.perHour:
+		return true, fmt.Sprintf("%d of %d calls in the hour", inHour, r.perHour)
+	case r.perHour >= 0:
+		return false, fmt.Sprintf("%d of %d calls in the hour", inHour, r.perHour)
+	}
+	return false, fmt.Sprintf("%d of %d calls in this run", inRun, r.perRun)
+}
+
+// limitTargets is targets for a past call: by what its spec declares.
+func (r *compiledRule) limitTargets(t *events.ToolSpec) bool {
+	switch r.spec.Target.Type {
+	case TargetTool:
+		return r.glob.match(t.Name)
+	case TargetData:
+		return r.anyMatch(t.Data)
+	case TargetOperation:
+		return r.glob.match(t.SideEffect) || r.anyMatch(t.Tags)
+	}
+	return false
+}
+
+func toolSpec(v *projector.View, name string) (events.ToolSpec, bool) {
+	for _, t := range v.Run.Tools {
+		if t.Name == name {
+			return t, true
+		}
+	}
+	return events.ToolSpec{}, false
+}
+
+// approval is what a confirm rule asks an operator: the exact request as
+// capability, the rule, its message and the request as presentation.
+func (r *compiledRule) approval(req policy.Request) (*policy.Approval, error) {
+	kind := r.pol.spec.Enforcement.ApprovalKind
+	if kind == "" {
+		kind = r.pol.spec.ID
+	}
+	capability := map[string]any{"tool": req.Tool.Name, "args": req.Args}
+	presentation := map[string]any{"tool": req.Tool.Name, "args": req.Args, "rule": r.id}
+	if m := r.pol.spec.Enforcement.Message; m != "" {
+		presentation["message"] = m
+	}
+	if r.spec.Reason != "" {
+		presentation["reason"] = r.spec.Reason
+	}
+	if e := r.pol.spec.Enforcement.Escalation; e != "" {
+		presentation["escalation"] = e
+	}
+	dec, err := policy.NeedApproval(kind, r.reasonText(), capability, presentation)
+	if err != nil {
+		return nil, fmt.Errorf("rule %s: %w", r.id, err)
+	}
+	return dec.Approval, nil
+}
+
+var _ policy.Discoverer = (*Policy)(nil)
+
+// Visible is the discovery phase: a tool is hidden when a rule of an
+// enabled policy whose phases include discovery, in scope, targets it (by
+// name, data or operation: a resource is an argument, and there are no
+// arguments yet), has its condition hold, and would refuse it (deny or
+// abort under block). Conditions see args as {} and run.phase as
+// "discovery"; one that fails to evaluate hides the tool (fail closed).
+func (p *Policy) Visible(tool events.ToolSpec, view projector.View) bool {
+	req := policy.Request{Run: view.Run.ID, Step: view.Run.Steps + 1, Tool: tool, Args: json.RawMessage(`{}`)}
+	ev := evaluation{req: &req, view: &view, phase: PhaseDiscovery}
+	for _, r := range p.rules {
+		cp := r.pol
+		if !cp.spec.On() || !cp.spec.HasPhase(PhaseDiscovery) || !cp.inScope(&tool) {
+			continue
+		}
+		if cp.spec.Enforcement.Mode != ModeBlock || r.spec.Action != "deny" || r.perRun >= 0 || r.perHour >= 0 {
+			continue
+		}
+		if r.spec.Target.Type == TargetResource || !r.limitTargets(&tool) || len(r.equal) > 0 {
+			continue
+		}
+		if r.cond != nil {
+			holds, err := r.holds(&ev)
+			if err == nil && !holds {
+				continue
+			}
+		}
+		return false
+	}
+	return true
+}
