@@ -51,7 +51,8 @@ var ErrNotModelEvent = errors.New("agents record only model events")
 // the agent decides for, fenced on its tail, and folds it into the
 // driver's view of it. An error wrapping [events.ErrConflict] means
 // another writer moved the run: the agent must return at once, and the
-// driver drops the run.
+// driver drops the run. An error wrapping [events.ErrTooLarge] changed
+// nothing: the agent may record something smaller.
 type Recorder func(ctx context.Context, kind events.Kind, body any) error
 
 // StepInput is what an agent is handed to decide the next step: the run, the

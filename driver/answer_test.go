@@ -119,3 +119,28 @@ func TestDriver_AgentRecordConflictDropsRun(t *testing.T) {
 		t.Errorf("got %d decisions recorded, want 0", n)
 	}
 }
+
+// TestDriver_AgentRecordTooLargeChangesNothing: a model event too large
+// for the log is refused before it is sent; the run is not dropped and
+// the agent goes on.
+func TestDriver_AgentRecordTooLargeChangesNothing(t *testing.T) {
+	env := testkit.JetStream(t)
+	log := env.Log(t, events.Config{})
+	d := newDriver(t, log, allowAll, done())
+	var refused error
+	agent := driver.AgentFunc(func(ctx context.Context, in driver.StepInput) (driver.Decision, error) {
+		big := events.ModelAttemptBody{Call: 1, Attempt: 1, Provider: string(make([]byte, 2<<20)), SideEffect: events.SideEffectNone}
+		refused = in.Record(ctx, events.ModelAttempted, big)
+		return driver.Decision{Final: &driver.Answer{Text: "fine"}}, nil
+	})
+	r := create(t, d, "r1")
+	drive(t, d, r, agent)
+	if !errors.Is(refused, events.ErrTooLarge) {
+		t.Errorf("got %v, want ErrTooLarge", refused)
+	}
+	v := load(t, d, "r1").View()
+	wantEnd(t, v, projector.Completed, events.ReasonCompleted)
+	if v.Model.Attempts != 0 {
+		t.Errorf("the refused event folded: %+v", v.Model)
+	}
+}

@@ -163,7 +163,11 @@ func (d *Driver) decide(ctx context.Context, r *Run, agent Agent) (Decision, err
 			return fmt.Errorf("record %s: %w", k, ErrNotModelEvent)
 		}
 		if err := d.append(ctx, r, r.ID(), k, body); err != nil {
-			recErr = err
+			if !errors.Is(err, events.ErrTooLarge) {
+				recErr = err
+			}
+			// An event too large is never sent: the run is as it was,
+			// and the agent may record something smaller.
 			return err
 		}
 		return nil

@@ -161,10 +161,7 @@ func (a *Agent) ask(ctx context.Context, in driver.StepInput, c conversation) (e
 			if len(reply.Response) > a.cfg.MaxResponse {
 				reply.Response, reply.ResponseOmitted = "", len(reply.Response)
 			}
-			if err := in.Record(ctx, events.ModelReplied, reply); err != nil {
-				return events.ModelReplyBody{}, err
-			}
-			return reply, nil
+			return a.recordReply(ctx, in, reply)
 		}
 		if ctx.Err() != nil {
 			return events.ModelReplyBody{}, ctx.Err()
@@ -195,6 +192,29 @@ func (a *Agent) ask(ctx context.Context, in driver.StepInput, c conversation) (e
 		}
 	}
 	return events.ModelReplyBody{}, fmt.Errorf("%w (%d attempts of %s %s): %w", ErrRetries, a.cfg.Retries+1, a.cfg.Provider, a.cfg.Model, last)
+}
+
+// recordReply records reply; one too large for the log is recorded
+// without its body, and one too large even so is a failure charged what
+// the reply used (ErrTooLarge: the run ends agent_error).
+func (a *Agent) recordReply(ctx context.Context, in driver.StepInput, reply events.ModelReplyBody) (events.ModelReplyBody, error) {
+	err := in.Record(ctx, events.ModelReplied, reply)
+	if errors.Is(err, events.ErrTooLarge) && reply.Response != "" {
+		reply.Response, reply.ResponseOmitted = "", len(reply.Response)
+		err = in.Record(ctx, events.ModelReplied, reply)
+	}
+	if !errors.Is(err, events.ErrTooLarge) {
+		return reply, err
+	}
+	size := len(reply.Text) + len(reply.Refusal)
+	for _, tc := range reply.ToolCalls {
+		size += len(tc.Name) + len(tc.Args) + len(tc.ID)
+	}
+	fail := events.ModelFailBody{Call: reply.Call, Attempt: reply.Attempt, Error: fmt.Sprintf("the reply (%d bytes of text and calls) is too large to record", size), Charge: reply.Usage, LatencyMS: reply.LatencyMS}
+	if ferr := in.Record(ctx, events.ModelFailed, fail); ferr != nil {
+		return events.ModelReplyBody{}, ferr
+	}
+	return events.ModelReplyBody{}, fmt.Errorf("%s %s: %s: %w", a.cfg.Provider, a.cfg.Model, fail.Error, events.ErrTooLarge)
 }
 
 // reserve is what an attempt reserves of the budget: one call, at most

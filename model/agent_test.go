@@ -540,3 +540,44 @@ func TestAgent_LargeResponseIsRecordedWithoutItsBody(t *testing.T) {
 }
 
 func clipped(s string) string { return s[:min(len(s), 20)] }
+
+// TestAgent_ReplyTooLargeForTheLog: a reply whose event would pass the
+// server's message limit is recorded without its body; one too large
+// even so is a recorded failure, charged what it used, and the run ends
+// agent_error instead of asking again forever.
+func TestAgent_ReplyTooLargeForTheLog(t *testing.T) {
+	cases := []struct {
+		name    string
+		argsLen int
+		want    projector.Status
+	}{
+		{"body left out", 600 << 10, projector.Completed},
+		{"too large even so", 1100 << 10, projector.Failed},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			args := `{"path":"` + strings.Repeat("a", c.argsLen) + `"}`
+			h := newHarness(t, openAIWire, func(cfg *model.Config) { cfg.MaxResponse = 4 << 20 },
+				reply(openAIWire.tools("", call{"c1", "read_file", args})), reply(openAIWire.text("done")))
+			v := h.run("r1", "hi")
+			if v.Run.Status != c.want {
+				t.Fatalf("run %s %s (%s), want %s", v.Run.Status, v.Run.Reason, clipped(v.Run.Detail), c.want)
+			}
+			recs := h.records("r1")
+			if c.want == projector.Completed {
+				rep := bodiesOf[events.ModelReplyBody](t, recs, events.ModelReplied)[0]
+				if rep.Response != "" || rep.ResponseOmitted == 0 || len(rep.ToolCalls[0].Args) != len(args) {
+					t.Errorf("reply kept %d body bytes, omitted %d, args %d; want the body left out and the args whole", len(rep.Response), rep.ResponseOmitted, len(rep.ToolCalls[0].Args))
+				}
+				return
+			}
+			fails := bodiesOf[events.ModelFailBody](t, recs, events.ModelFailed)
+			if len(fails) != 1 || fails[0].Charge.InputTokens != 100 || !strings.Contains(v.Run.Detail, "too large to record") {
+				t.Errorf("failures %+v, detail %q; want one charged the reply's usage", fails, v.Run.Detail)
+			}
+			if n := len(h.srv.Requests()); n != 1 {
+				t.Errorf("%d requests, want 1", n)
+			}
+		})
+	}
+}

@@ -43,7 +43,7 @@ func grant(t *testing.T, h *harness, run string) {
 		t.Fatalf("run %s (%s): no pending approval", run, v.Run.Status)
 	}
 	kp, _ := operator(t)
-	b, err := approvals.Sign(kp, run, a.ID, a.Hash, events.Grant, "checked", time.Now())
+	b, err := approvals.Sign(kp, run, a.ID, a.Hash, events.Grant, "checked", a.Requested.Add(time.Millisecond))
 	if err != nil {
 		t.Fatalf("sign: %v", err)
 	}
