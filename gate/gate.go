@@ -55,6 +55,7 @@ func (c Config) Validate() error {
 // use; each [Run] is asked by one caller at a time.
 type Gate struct {
 	d     *driver.Driver
+	now   func() time.Time
 	tools map[string]*driver.CompiledTool
 
 	mu    sync.Mutex
@@ -87,6 +88,10 @@ func New(cfg Config) (*Gate, error) {
 		return nil, fmt.Errorf("new gate: %w", err)
 	}
 	g.d = d
+	g.now = cfg.Now
+	if g.now == nil {
+		g.now = time.Now
+	}
 	return g, nil
 }
 

@@ -239,6 +239,7 @@ func TestGate_UnreportedWriteAfterRestartWaitsForAnOperator(t *testing.T) {
 		t.Fatalf("resume: %v", err)
 	}
 	t.Cleanup(r2.Close)
+	settleTimeout(t, e, r2, "note", json.RawMessage(`{"path":"a"}`))
 	p := ask(t, r2, "note", `{"path":"a"}`, gate.Pending)
 	if p.Approval.Kind != driver.InterruptedSideEffect || p.Step != 1 {
 		t.Fatalf("after restart: approval %s on step %d, want %s on step 1", p.Approval.Kind, p.Step, driver.InterruptedSideEffect)
@@ -258,6 +259,7 @@ func TestGate_UnreportedReadAfterRestartRunsAgain(t *testing.T) {
 		t.Fatalf("resume: %v", err)
 	}
 	t.Cleanup(r2.Close)
+	settleTimeout(t, e, r2, "read", json.RawMessage(`{"path":"a"}`))
 	a := ask(t, r2, "read", `{"path":"a"}`, gate.Allow)
 	if a.Step != 1 {
 		t.Fatalf("rerun: step %d, want 1", a.Step)
@@ -280,6 +282,7 @@ func TestGate_OtherCallAfterRestartWaitsOnTheInterruptedOne(t *testing.T) {
 		t.Fatalf("resume: %v", err)
 	}
 	t.Cleanup(r2.Close)
+	settleTimeout(t, e, r2, "read", json.RawMessage(`{"path":"b"}`))
 	_, err = r2.Ask(t.Context(), "read", json.RawMessage(`{"path":"b"}`))
 	var w *gate.WaitingError
 	if !errors.As(err, &w) || w.Approval.Kind != driver.InterruptedSideEffect {
@@ -347,4 +350,18 @@ func TestNew_RefusesBadConfig(t *testing.T) {
 	if _, err := gate.New(bad); err == nil {
 		t.Fatal("no tools: got no error")
 	}
+}
+
+// settleTimeout holds that a call allowed less than its timeout ago is
+// taken to be running elsewhere (and nothing is recorded), then moves the
+// clock past the timeout, after which the call is the program's to recover.
+func settleTimeout(t *testing.T, e *env, r *gate.Run, tool string, args json.RawMessage) {
+	t.Helper()
+	before := kinds(t, e.log, r.ID())
+	_, err := r.Ask(t.Context(), tool, args)
+	wantErr(t, err, gate.ErrElsewhere)
+	if after := kinds(t, e.log, r.ID()); len(after) != len(before) {
+		t.Fatalf("events: %v after the refused ask, want %v", after, before)
+	}
+	e.clk.Advance(time.Minute)
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/arbiter-run/arbiter/driver"
 	"github.com/arbiter-run/arbiter/events"
@@ -106,6 +107,15 @@ func (r *Run) plan(tool string, args json.RawMessage) (*call, error) {
 	}
 	same := func(t string, a []byte) bool { return c.args != nil && t == tool && bytes.Equal(a, c.args) }
 	last := v.Step(v.Steps.Len())
+	if last != nil && last.Executing() {
+		// A call allowed less than its tool's timeout ago may still be
+		// running in another process that holds the run: recovering it now
+		// would take a live call for an interrupted one.
+		if until := v.Run.Updated.Add(recordedTimeout(v, last.Decision.Tool)); r.g.now().Before(until) {
+			return nil, fmt.Errorf("ask %s on run %s: %w: step %d (%s) was allowed at %s and may still be running; ask again after %s",
+				tool, v.Run.ID, ErrElsewhere, last.N, last.Decision.Tool, v.Run.Updated.Format(time.RFC3339Nano), until.Format(time.RFC3339Nano))
+		}
+	}
 	switch {
 	case v.Run.Status == projector.Waiting:
 		a := v.PendingApproval()
@@ -184,6 +194,16 @@ func (r *Run) settled(c *call, err error) (Answer, error) {
 		return Answer{Verdict: Deny, Step: c.expect, Observation: &o, Ended: true}, nil
 	}
 	return Answer{}, fmt.Errorf("ask %s on run %s: step %d was not settled (run %s)", c.tool, r.ID(), c.expect, v.Run.Status)
+}
+
+// recordedTimeout is the timeout the run recorded for tool.
+func recordedTimeout(v projector.View, tool string) time.Duration {
+	for _, t := range v.Run.Tools {
+		if t.Name == tool {
+			return time.Duration(t.TimeoutMS) * time.Millisecond
+		}
+	}
+	return 0
 }
 
 func endText(v projector.View) string {

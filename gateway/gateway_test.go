@@ -162,7 +162,8 @@ func TestGateway_TwoGatewaysConsumeAGrantOnce(t *testing.T) {
 	}
 	f.decide(t, st, events.Grant)
 	var wg sync.WaitGroup
-	for _, cs := range []*sdk.ClientSession{a, b} {
+	outs := make([]string, 2)
+	for i, cs := range []*sdk.ClientSession{a, b} {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -171,7 +172,9 @@ func TestGateway_TwoGatewaysConsumeAGrantOnce(t *testing.T) {
 				t.Errorf("call: %v", err)
 				return
 			}
-			_ = res
+			if tc, ok := res.Content[0].(*sdk.TextContent); ok {
+				outs[i] = tc.Text
+			}
 		}()
 	}
 	wg.Wait()
@@ -191,6 +194,13 @@ func TestGateway_TwoGatewaysConsumeAGrantOnce(t *testing.T) {
 	}
 	if consumed != 1 {
 		t.Fatalf("grant consumed %d times, want 1", consumed)
+	}
+	// Neither took the other's live call for an interrupted one.
+	if n := kindCount(t, f.log, "shared", events.ApprovalRequested); n != 1 {
+		t.Fatalf("approvals requested: %d, want 1", n)
+	}
+	for i, o := range outs {
+		t.Logf("host %d: %s", i, o)
 	}
 }
 
