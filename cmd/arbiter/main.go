@@ -34,6 +34,7 @@ func init() {
 		{"cancel", "RUN [--reason R]", "cancel a run", runCancel},
 		{"keygen", "--out FILE", "create an operator key (an nkeys user seed) and print its public key", runKeygen},
 		{"mcp", "tools|pin --config FILE", "review a worker config's MCP tools (class, pin status), or pin them in its lock file", runMCP},
+		{"gateway", "--config FILE [--http ADDR] [--run RUN]", "serve the pinned MCP tools of upstream servers to a host, each call decided by the gate", runGateway},
 	}
 }
 
