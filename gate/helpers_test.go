@@ -33,7 +33,9 @@ type env struct {
 	clk *clock
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t *testing.T) *env { return newEnvB(t) }
+
+func newEnvB(t testing.TB) *env {
 	t.Helper()
 	js := testkit.JetStream(t)
 	log := js.Log(t, events.Config{})

@@ -22,6 +22,26 @@ import (
 	"github.com/nats-io/nkeys"
 )
 
+// TestMain doubles as a stdio MCP server with an echo tool when the test
+// binary is started as one (the benchmark's upstream).
+func TestMain(m *testing.M) {
+	if os.Getenv("ARBITER_GATEWAY_TEST_SERVER") != "" {
+		srv := sdk.NewServer(&sdk.Implementation{Name: "echo", Version: "1"}, nil)
+		srv.AddTool(&sdk.Tool{Name: "echo", Description: "Echo the text.", InputSchema: json.RawMessage(`{"type":"object","properties":{"text":{"type":"string"}},"required":["text"]}`),
+			Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true}},
+			func(_ context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+				var a struct{ Text string }
+				if err := json.Unmarshal(req.Params.Arguments, &a); err != nil {
+					return nil, err
+				}
+				return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "echo: " + a.Text}}}, nil
+			})
+		_ = srv.Run(context.Background(), &sdk.StdioTransport{})
+		return
+	}
+	os.Exit(m.Run())
+}
+
 // fsConfig is the official filesystem MCP server (installed by .ci/run)
 // over stdio, serving root, with read_text_file read-only and write_file a
 // local mutation (its annotations tighten it to destructive); its other
