@@ -128,7 +128,7 @@ func BenchmarkGateway(b *testing.B) {
 // stdioHost connects a go-sdk client to srv over a pair of pipes with the
 // stdio transport's framing (newline-delimited JSON-RPC), as a desktop
 // host talks to a gateway it started.
-func stdioHost(b *testing.B, srv *sdk.Server) *sdk.ClientSession {
+func stdioHost(b testing.TB, srv *sdk.Server) *sdk.ClientSession {
 	b.Helper()
 	hostR, gwW := io.Pipe()
 	gwR, hostW := io.Pipe()

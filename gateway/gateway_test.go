@@ -260,3 +260,18 @@ func wantNoFile(t *testing.T, path string) {
 		t.Fatalf("%s: %v, want it not written", path, err)
 	}
 }
+
+// Over the stdio transport's framing (newline-delimited JSON-RPC on pipes),
+// as a desktop host that started the gateway talks to it.
+func TestGateway_OverStdioFraming(t *testing.T) {
+	root, tools := upstream(t)
+	f := newFleet(t)
+	cs := stdioHost(t, f.gateway(t, tools, "desktop").Server())
+	out, isErr := callTool(t, cs, "fs__read_text_file", map[string]any{"path": filepath.Join(root, "notes.txt")})
+	if out != "hello" || isErr {
+		t.Fatalf("read: got %q (error %v)", out, isErr)
+	}
+	if st := status(t, cs); st.Run != "desktop" || st.Steps != 1 {
+		t.Fatalf("status: %+v, want run desktop with one step", st)
+	}
+}
