@@ -13,6 +13,7 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/arbiter-run/arbiter/approvals"
 	"github.com/arbiter-run/arbiter/gate"
 	"github.com/arbiter-run/arbiter/gateway"
 	"github.com/arbiter-run/arbiter/mcp"
@@ -30,6 +31,14 @@ func runGateway(ctx context.Context, args []string, out io.Writer) error {
 	path := fs.String("config", "", "the gateway config file: mcp servers, policy, operators (required)")
 	addr := fs.String("http", "", "serve streamable HTTP on this address (\"127.0.0.1:8765\") instead of stdio")
 	tokenEnv := fs.String("token-env", "ARBITER_GATEWAY_TOKEN", "with --http: the environment variable holding the bearer token hosts must send")
+	var extra []string
+	fs.Func("operator", "an operator's public nkey (U…) whose signed decisions are accepted, besides the file's; repeatable", func(k string) error {
+		if err := approvals.ParseOperator(k); err != nil {
+			return err
+		}
+		extra = append(extra, k)
+		return nil
+	})
 	run := fs.String("run", "", "the run id of the first session: resumed if it exists (a host restarted carries on), created otherwise")
 	if _, err := parse(fs, args); err != nil {
 		return err
@@ -63,6 +72,11 @@ func runGateway(ctx context.Context, args []string, out io.Writer) error {
 	defer c.close()
 	p, _ := file.PolicyOf()
 	ops, _ := file.OperatorsOf()
+	for _, k := range extra {
+		if _, ok := ops[k]; !ok {
+			ops[k] = "operator " + k[:8]
+		}
+	}
 	ttl, wait := file.Durations()
 	gw, err := gateway.New(gateway.Config{
 		Gate:  gate.Config{Log: c.log, Policy: p, Operators: ops, ApprovalTTL: ttl, Logger: logger},
