@@ -326,13 +326,17 @@ func TestGate_ReportedErrors(t *testing.T) {
 	}
 }
 
-func TestGate_AskGivenUpBeforeTheAllowRunsNothing(t *testing.T) {
+func TestGate_AskWithAnEndedContextRecordsNothing(t *testing.T) {
 	e := newEnv(t)
 	r := open(t, e.gate(t), "gaveup")
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
+	before := kinds(t, e.log, r.ID())
 	_, err := r.Ask(ctx, "read", json.RawMessage(`{"path":"a"}`))
 	wantErr(t, err, context.Canceled)
+	if after := kinds(t, e.log, r.ID()); len(after) != len(before) {
+		t.Fatalf("events after a cancelled ask: %v, want %v", after, before)
+	}
 	// The run is still usable.
 	ask(t, r, "read", `{"path":"b"}`, gate.Allow)
 	report(t, r, "b")

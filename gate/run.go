@@ -61,6 +61,9 @@ func (r *Run) Ask(ctx context.Context, tool string, args json.RawMessage) (Answe
 	if r.inflight != nil {
 		return Answer{}, fmt.Errorf("ask %s on run %s: %w (step %d)", tool, r.ID(), ErrUnreported, r.inflight.expect)
 	}
+	if err := ctx.Err(); err != nil {
+		return Answer{}, fmt.Errorf("ask %s on run %s: %w", tool, r.ID(), err)
+	}
 	c, err := r.plan(tool, args)
 	if err != nil {
 		return Answer{}, err
