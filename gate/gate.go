@@ -98,11 +98,16 @@ func New(cfg Config) (*Gate, error) {
 // Driver returns the driver the gate's runs are driven by.
 func (g *Gate) Driver() *driver.Driver { return g.d }
 
-// Open starts run id for actor (recorded as the run's agent) with input:
-// one fenced append, which fails with [events.ErrConflict] if the run
-// exists.
+// AgentPrefix starts the agent name a gate run records ("gate:" and the
+// actor): the mark by which a fleet worker can tell a run it must not
+// drive, since only the process that holds it can (see docs/adr/0012).
+const AgentPrefix = "gate:"
+
+// Open starts run id for actor (recorded as the run's agent, after
+// [AgentPrefix]) with input: one fenced append, which fails with
+// [events.ErrConflict] if the run exists.
 func (g *Gate) Open(ctx context.Context, id, actor string, input json.RawMessage) (*Run, error) {
-	r, err := g.d.Create(ctx, id, actor, input)
+	r, err := g.d.Create(ctx, id, AgentPrefix+actor, input)
 	if err != nil {
 		return nil, fmt.Errorf("open gate run %s: %w", id, err)
 	}

@@ -32,6 +32,9 @@ func TestGate_AllowRecordsBeforeAndResultAfter(t *testing.T) {
 	if ks[len(ks)-1] != events.StepObserved || count(ks, events.StepDecided) != 1 {
 		t.Fatalf("events after report: %v, want one decision and the observation last", ks)
 	}
+	if got := view(t, r).Run.Agent; got != gate.AgentPrefix+"program" {
+		t.Errorf("recorded agent: got %q, want %q (the mark workers can skip)", got, gate.AgentPrefix+"program")
+	}
 	// A second call is the next step.
 	ask(t, r, "read", `{"path":"/etc/hosts"}`, gate.Allow)
 	if a := report(t, r, "localhost"); a.Step != 2 {
