@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -371,4 +372,28 @@ func settleTimeout(t *testing.T, e *env, r *gate.Run, tool string, args json.Raw
 		t.Fatalf("events: %v after the refused ask, want %v", after, before)
 	}
 	e.clk.Advance(time.Minute)
+}
+
+// A read-only call not reported in time is tried once more by recovery,
+// which no program waits for: it is recorded as a tool error at once, not
+// after a second timeout.
+func TestGate_UnreportedReadAfterTimeoutIsAToolError(t *testing.T) {
+	e := newEnv(t)
+	e.cfg.Tools[0].Timeout = 100 * time.Millisecond // read
+	r := open(t, e.gate(t), "lateread")
+	ask(t, r, "read", `{"path":"a"}`, gate.Allow)
+	deadline := time.Now().Add(5 * time.Second)
+	for count(kinds(t, e.log, "lateread"), events.StepObserved) == 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	a, err := r.Report(t.Context(), "a", nil)
+	wantErr(t, err, gate.ErrLate)
+	// The rerun was refused at once ("no program waits"), not left to
+	// wait out a second timeout ("no result reported").
+	if a.Observation == nil || a.Observation.Kind != events.ObsToolError || !strings.Contains(a.Observation.Content, "no program waits") {
+		t.Fatalf("late read: got %+v, want a tool_error saying no program waits", a.Observation)
+	}
+	if n := count(kinds(t, e.log, "lateread"), events.StepInterrupted); n != 1 {
+		t.Fatalf("interruptions: %d, want 1", n)
+	}
 }

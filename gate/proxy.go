@@ -43,7 +43,9 @@ func (p *proxy) Spec() driver.Spec { return p.spec }
 func (p *proxy) Execute(ctx context.Context, args json.RawMessage) (string, error) {
 	at, _ := driver.CallOf(ctx)
 	c := p.g.current(at.Run)
-	if c == nil || !c.wants(p.spec.Name, args, at.Step) {
+	if c == nil || !c.wants(p.spec.Name, args, at.Step) || c.timedOut() {
+		// Nobody waits for this allow (after a timeout, the rerun of a
+		// read-only call is not handed to a program that has moved on).
 		return "", fmt.Errorf("%w: no program waits to run step %d (%s)", driver.ErrInterrupted, at.Step, p.spec.Name)
 	}
 	select {
@@ -89,6 +91,15 @@ type allowed struct {
 type report struct {
 	out string
 	err error
+}
+
+func (c *call) timedOut() bool {
+	select {
+	case <-c.late:
+		return true
+	default:
+		return false
+	}
 }
 
 func (c *call) wants(tool string, args []byte, step int) bool {
