@@ -224,3 +224,54 @@ func TestGateway_TwoGatewaysOneGrant(t *testing.T) {
 		t.Fatalf("grant consumed %d times, want 1", consumed)
 	}
 }
+
+// `arbiter gateway` on stdio, as Claude Desktop starts it: the host writes
+// the gateway's stdin and reads its stdout. The gateway takes the process's
+// stdin and stdout when it starts serving, so they are swapped for pipes
+// until the host's initialize is answered.
+func TestGateway_StdioAsADesktopHostStartsIt(t *testing.T) {
+	e := newOpsEnv(t)
+	root, _ := filepath.EvalSymlinks(t.TempDir())
+	if err := os.WriteFile(filepath.Join(root, "notes.txt"), []byte("hello"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := e.gatewayConfig(t, root)
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldIn, oldOut := os.Stdin, os.Stdout
+	os.Stdin, os.Stdout = inR, outW
+	restore := func() { os.Stdin, os.Stdout = oldIn, oldOut }
+	defer restore()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- runGateway(ctx, e.args("--config", cfg, "--run", "desktop"), &bytes.Buffer{})
+	}()
+	c := sdk.NewClient(&sdk.Implementation{Name: "desktop", Version: "1"}, nil)
+	cs, err := c.Connect(t.Context(), &sdk.IOTransport{Reader: outR, Writer: inW}, nil)
+	restore()
+	if err != nil {
+		cancel()
+		t.Fatalf("connect over stdio: %v", err)
+	}
+	if out, isErr := hostCall(t, cs, "fs__read_text_file", map[string]any{"path": filepath.Join(root, "notes.txt")}); out != "hello" || isErr {
+		t.Fatalf("read: %q (error %v)", out, isErr)
+	}
+	if st := hostStatus(t, cs); st.Run != "desktop" || st.Steps != 1 {
+		t.Fatalf("status: %+v, want run desktop with one step", st)
+	}
+	cs.Close()
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("gateway: %v", err)
+	}
+	for _, f := range []*os.File{inR, inW, outR, outW} {
+		f.Close()
+	}
+}
