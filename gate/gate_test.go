@@ -397,3 +397,30 @@ func TestGate_UnreportedReadAfterTimeoutIsAToolError(t *testing.T) {
 		t.Fatalf("interruptions: %d, want 1", n)
 	}
 }
+
+// A run ended by another writer (an operator's cancel) while this process
+// held it: the next ask loses the fence, reads the run again and says it
+// has ended; nothing of the call is recorded after the end.
+func TestGate_RunEndedElsewhereIsEnded(t *testing.T) {
+	e := newEnv(t)
+	g := e.gate(t)
+	r := open(t, g, "cancelled")
+	ask(t, r, "read", `{"path":"a"}`, gate.Allow)
+	report(t, r, "a")
+	other, err := g.Driver().Load(t.Context(), "cancelled")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Driver().Fail(t.Context(), other, "cancelled_by_operator", "stop"); err != nil {
+		t.Fatal(err)
+	}
+	_, err = r.Ask(t.Context(), "read", json.RawMessage(`{"path":"b"}`))
+	var ended *gate.EndedError
+	if !errors.As(err, &ended) || ended.Reason != "cancelled_by_operator" {
+		t.Fatalf("ask after the run was ended elsewhere: got %v, want an *EndedError", err)
+	}
+	ks := kinds(t, e.log, "cancelled")
+	if ks[len(ks)-1] != events.RunFailed {
+		t.Fatalf("events: %v, want the end last", ks)
+	}
+}

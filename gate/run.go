@@ -168,6 +168,10 @@ func (r *Run) settled(c *call, err error) (Answer, error) {
 		fresh, lerr := r.g.d.Load(context.WithoutCancel(r.life), r.ID())
 		if lerr == nil {
 			r.r = fresh
+			if v := fresh.View(); v.Run.Status.Ended() {
+				// Ended by someone else (an operator's cancel, say): say so.
+				return Answer{}, &EndedError{Run: v.Run.ID, Status: v.Run.Status, Reason: v.Run.Reason, Detail: v.Run.Detail}
+			}
 		}
 		return Answer{}, fmt.Errorf("ask %s on run %s: %w: %w", c.tool, r.ID(), ErrElsewhere, err)
 	}
