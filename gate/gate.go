@@ -128,7 +128,7 @@ func (g *Gate) Resume(ctx context.Context, id string) (*Run, error) {
 
 func (g *Gate) newRun(r *driver.Run) *Run {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Run{g: g, r: r, life: ctx, stop: cancel}
+	return &Run{g: g, id: r.ID(), r: r, life: ctx, stop: cancel}
 }
 
 func (g *Gate) register(run string, c *call) {

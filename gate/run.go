@@ -19,6 +19,7 @@ import (
 // before the next is asked.
 type Run struct {
 	g    *Gate
+	id   string
 	life context.Context // ends at Close: the drive of an allowed call lives in it
 	stop context.CancelFunc
 
@@ -28,7 +29,7 @@ type Run struct {
 }
 
 // ID is the run's id.
-func (r *Run) ID() string { return r.r.ID() }
+func (r *Run) ID() string { return r.id }
 
 // View returns a copy of the run's view as this process last saw it.
 func (r *Run) View() (projector.View, error) {

@@ -275,3 +275,50 @@ func TestGateway_OverStdioFraming(t *testing.T) {
 		t.Fatalf("status: %+v, want run desktop with one step", st)
 	}
 }
+
+// blocking holds a tool's execution until released.
+type blocking struct {
+	driver.Tool
+	started, release chan struct{}
+}
+
+func (b *blocking) Execute(ctx context.Context, args json.RawMessage) (string, error) {
+	close(b.started)
+	<-b.release
+	return b.Tool.Execute(ctx, args)
+}
+
+// The status tool answers while a call runs upstream, without waiting for
+// it and without touching the run the call is driving.
+func TestGateway_StatusWhileACallRuns(t *testing.T) {
+	root, tools := upstream(t)
+	var slow *blocking
+	for i, tl := range tools {
+		if tl.Spec().Name == "fs__read_text_file" {
+			slow = &blocking{Tool: tl, started: make(chan struct{}), release: make(chan struct{})}
+			tools[i] = slow
+		}
+	}
+	f := newFleet(t)
+	cs := host(t, f.gateway(t, tools, "").Server())
+	done := make(chan string, 1)
+	go func() {
+		res, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "fs__read_text_file", Arguments: map[string]any{"path": filepath.Join(root, "notes.txt")}})
+		if err != nil {
+			done <- err.Error()
+			return
+		}
+		done <- res.Content[0].(*sdk.TextContent).Text
+	}()
+	<-slow.started
+	if st := status(t, cs); st.Status != "a call is running" || st.Run == "" {
+		t.Fatalf("status during a call: %+v", st)
+	}
+	close(slow.release)
+	if out := <-done; out != "hello" {
+		t.Fatalf("read: %q", out)
+	}
+	if st := status(t, cs); st.Steps != 1 || st.Status != "RUNNING" {
+		t.Fatalf("status after the call: %+v", st)
+	}
+}
