@@ -87,7 +87,7 @@ func BenchmarkGateway(b *testing.B) {
 	defer direct.Close()
 
 	app := newAppender(b, f.log)
-	var viaGW, viaHop, straight, appends []time.Duration
+	var viaGW, viaHop, straight, appends, cold []time.Duration
 	call := func(cs *sdk.ClientSession, name string, i int, into *[]time.Duration) {
 		t0 := time.Now()
 		res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: name, Arguments: map[string]any{"text": fmt.Sprint(i)}})
@@ -108,6 +108,9 @@ func BenchmarkGateway(b *testing.B) {
 		for k := range calls {
 			calls[(i+k)%len(calls)]()
 		}
+		// The first append after the calls finds the server idle, as the
+		// gateway's appends do after an upstream call: timed on its own.
+		cold = append(cold, app.append(b))
 		for range 3 {
 			appends = append(appends, app.append(b))
 		}
@@ -120,6 +123,8 @@ func BenchmarkGateway(b *testing.B) {
 	b.ReportMetric(float64(a.Microseconds()), "append-p50-µs")
 	b.ReportMetric(float64(gw-d)/float64(a), "added/append")
 	b.ReportMetric(float64(gw-h)/float64(a), "gate/append")
+	b.ReportMetric(float64(median(cold).Microseconds()), "cold-append-p50-µs")
+	b.ReportMetric(float64(gw-h)/float64(median(cold)), "gate/cold-append")
 	if n := len(viaGW) / 10; n >= 10 {
 		b.ReportMetric(float64(median(viaGW[len(viaGW)-n:]))/float64(median(viaGW[:n])), "last/first-tenth")
 	}
