@@ -199,12 +199,20 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, stop <-chan stru
 		_ = msg.NakWithDelay(time.Second)
 		return
 	}
+	v := r.View()
+	if strings.HasPrefix(v.Run.Agent, GateAgentPrefix) {
+		// A gate run is driven by the program that opened it (see gate/):
+		// it takes in its own decisions and runs its own calls. A worker
+		// that settled it would resume the call where its program cannot
+		// see the result.
+		_ = msg.Ack()
+		return
+	}
 	if timer == "expiry" {
 		if !w.expiryDue(r, msg) {
 			return
 		}
 	}
-	v := r.View()
 	agent := w.cfg.Agents[v.Run.Agent]
 	if agent == nil {
 		agent = w.cfg.Agents[""]
@@ -353,6 +361,10 @@ func (w *Worker) load(ctx context.Context, run string) (*driver.Run, error) {
 	r, _, err := w.q.Load(ctx, w.d, run)
 	return r, err
 }
+
+// GateAgentPrefix starts the agent name of a run a gate drives (gate.AgentPrefix):
+// fleet workers leave such runs alone.
+const GateAgentPrefix = "gate:"
 
 // backoff is how long a run whose drive failed waits before the n-th
 // delivery of its nudge: one second, doubling, at most a minute.

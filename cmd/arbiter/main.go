@@ -38,6 +38,7 @@ func init() {
 		{"keygen", "--out FILE", "create an operator key (an nkeys user seed) and print its public key", runKeygen},
 		{"mcp", "tools|pin --config FILE", "review a worker config's MCP tools (class, pin status), or pin them in its lock file", runMCP},
 		{"setup", "[--shards K] [--replicas N]", "create or update the streams, work consumer and bucket (as the admin user)", runSetup},
+		{"gateway", "--config FILE [--http ADDR] [--run RUN]", "serve the pinned MCP tools of upstream servers to a host, each call decided by the gate", runGateway},
 	}
 }
 

@@ -1,0 +1,153 @@
+package gate
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/arbiter-run/arbiter/approvals"
+	"github.com/arbiter-run/arbiter/driver"
+	"github.com/arbiter-run/arbiter/events"
+	"github.com/arbiter-run/arbiter/fleet"
+	"github.com/arbiter-run/arbiter/policy"
+)
+
+// Config builds a [Gate]. Zero values are documented per field.
+type Config struct {
+	// Log is where runs live. Required.
+	Log *events.Log
+	// Policy decides every call. Required.
+	Policy policy.Policy
+	// Tools are the calls the program may ask for, as the driver registers
+	// them (schema, side-effect class, pin, fixed arguments). Timeout is how
+	// long the gate waits for a result after allowing a call: a result
+	// not reported by then makes the call interrupted (see
+	// [driver.ErrInterrupted]). At least one.
+	Tools []driver.Spec
+	// Limits, ApprovalTTL, Operators, ClockSkew, MaxObservation, Now and
+	// Logger are the driver's (see [driver.Config]).
+	Limits         events.Limits
+	ApprovalTTL    time.Duration
+	Operators      approvals.Operators
+	ClockSkew      time.Duration
+	MaxObservation int
+	Now            func() time.Time
+	Logger         *slog.Logger
+}
+
+// Validate reports a configuration that cannot work.
+func (c Config) Validate() error {
+	switch {
+	case c.Log == nil:
+		return errors.New("gate config: no log")
+	case c.Policy == nil:
+		return errors.New("gate config: no policy")
+	case len(c.Tools) == 0:
+		return errors.New("gate config: no tools")
+	}
+	return nil
+}
+
+// Gate opens and resumes gate runs on one log. It is safe for concurrent
+// use; each [Run] is asked by one caller at a time.
+type Gate struct {
+	d     *driver.Driver
+	now   func() time.Time
+	tools map[string]*driver.CompiledTool
+
+	mu    sync.Mutex
+	calls map[string]*call // the call each run of this gate is asking, by run id
+}
+
+// New checks cfg and builds a gate. A tool the driver refuses is an error
+// naming it (see [driver.New]).
+func New(cfg Config) (*Gate, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	g := &Gate{tools: map[string]*driver.CompiledTool{}, calls: map[string]*call{}}
+	tools := make([]driver.Tool, len(cfg.Tools))
+	for i, s := range cfg.Tools {
+		p := newProxy(g, s)
+		ct, err := driver.Compile(p)
+		if err != nil {
+			return nil, fmt.Errorf("new gate: %w", err)
+		}
+		g.tools[s.Name] = ct
+		tools[i] = p
+	}
+	d, err := driver.New(driver.Config{
+		Log: cfg.Log, Policy: cfg.Policy, Tools: tools, Limits: cfg.Limits, ApprovalTTL: cfg.ApprovalTTL,
+		Operators: cfg.Operators, ClockSkew: cfg.ClockSkew, MaxObservation: cfg.MaxObservation,
+		Now: cfg.Now, Logger: cfg.Logger,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("new gate: %w", err)
+	}
+	g.d = d
+	g.now = cfg.Now
+	if g.now == nil {
+		g.now = time.Now
+	}
+	return g, nil
+}
+
+// Driver returns the driver the gate's runs are driven by.
+func (g *Gate) Driver() *driver.Driver { return g.d }
+
+// AgentPrefix starts the agent name a gate run records ("gate:" and the
+// actor): the mark by which a fleet worker can tell a run it must not
+// drive, since only the process that holds it can (see docs/adr/0012).
+const AgentPrefix = fleet.GateAgentPrefix
+
+// Open starts run id for actor (recorded as the run's agent, after
+// [AgentPrefix]) with input: one fenced append, which fails with
+// [events.ErrConflict] if the run exists.
+func (g *Gate) Open(ctx context.Context, id, actor string, input json.RawMessage) (*Run, error) {
+	r, err := g.d.Create(ctx, id, AgentPrefix+actor, input)
+	if err != nil {
+		return nil, fmt.Errorf("open gate run %s: %w", id, err)
+	}
+	return g.newRun(r), nil
+}
+
+// Resume loads run id as its events say it is: a program that restarted
+// carries on its run. A call it allowed and never saw reported is
+// recovered on the next [Run.Ask] as the driver recovers an interrupted
+// call.
+func (g *Gate) Resume(ctx context.Context, id string) (*Run, error) {
+	r, err := g.d.Load(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("resume gate run %s: %w", id, err)
+	}
+	return g.newRun(r), nil
+}
+
+func (g *Gate) newRun(r *driver.Run) *Run {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Run{g: g, id: r.ID(), r: r, life: ctx, stop: cancel}
+}
+
+func (g *Gate) register(run string, c *call) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.calls[run] = c
+}
+
+func (g *Gate) unregister(run string, c *call) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.calls[run] == c {
+		delete(g.calls, run)
+	}
+}
+
+func (g *Gate) current(run string) *call {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.calls[run]
+}

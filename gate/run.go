@@ -1,0 +1,256 @@
+package gate
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/arbiter-run/arbiter/driver"
+	"github.com/arbiter-run/arbiter/events"
+	"github.com/arbiter-run/arbiter/projector"
+)
+
+// Run is a gate run held by one program. One call is asked at a time: an
+// Ask waits for the one before it, and an allowed call must be reported
+// before the next is asked.
+type Run struct {
+	g    *Gate
+	id   string
+	life context.Context // ends at Close: the drive of an allowed call lives in it
+	stop context.CancelFunc
+
+	mu       sync.Mutex
+	r        *driver.Run // owned by the drive goroutine while a call is in flight
+	inflight *call       // the allowed call not yet reported
+}
+
+// ID is the run's id.
+func (r *Run) ID() string { return r.id }
+
+// View returns a copy of the run's view as this process last saw it.
+func (r *Run) View() (projector.View, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.inflight != nil {
+		return projector.View{}, fmt.Errorf("view of run %s: %w", r.ID(), ErrUnreported)
+	}
+	return r.r.View(), nil
+}
+
+// Close ends this process's hold on the run. An allowed call not yet
+// reported is left to recovery, as a crash would leave it: the next
+// process to ask on the run recovers it.
+func (r *Run) Close() { r.stop() }
+
+// Ask asks whether tool may run with args (the exact bytes the model
+// produced). The request is recorded before anything checks it. The answer
+// is [Allow] (the write-ahead record is stored: run the call with
+// Answer.Args, then [Run.Report]), [Deny] with what to show the model, or
+// [Pending] on an approval. While the run waits on an approval, asking the
+// same call again (same tool, the same arguments in PolicyJSON form) takes
+// in the operator's decision and, on a grant, consumes it: Allow; asking
+// another call fails with a [*WaitingError]. Other errors: [*EndedError],
+// [ErrUnreported], [ErrElsewhere] (another process holds the run), and the
+// log's.
+func (r *Run) Ask(ctx context.Context, tool string, args json.RawMessage) (Answer, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.inflight != nil {
+		return Answer{}, fmt.Errorf("ask %s on run %s: %w (step %d)", tool, r.ID(), ErrUnreported, r.inflight.expect)
+	}
+	if err := ctx.Err(); err != nil {
+		return Answer{}, fmt.Errorf("ask %s on run %s: %w", tool, r.ID(), err)
+	}
+	c, err := r.plan(tool, args)
+	if err != nil {
+		return Answer{}, err
+	}
+	go r.drive(c)
+	select {
+	case a := <-c.allowed:
+		r.inflight = c
+		return Answer{Verdict: Allow, Step: a.step, Args: a.args}, nil
+	case err := <-c.done:
+		r.g.unregister(r.ID(), c)
+		return r.settled(c, err)
+	case <-ctx.Done():
+		close(c.abandoned)
+		// The drive goes on to its end (nothing it hands out is taken);
+		// the next Ask waits for it under the lock.
+		err := <-c.done
+		r.g.unregister(r.ID(), c)
+		if _, serr := r.settled(c, err); serr != nil && !errors.Is(serr, context.Canceled) {
+			return Answer{}, serr
+		}
+		return Answer{}, fmt.Errorf("ask %s on run %s: %w", tool, r.ID(), ctx.Err())
+	}
+}
+
+// plan sets up the call that asking tool with args is, on the run as it
+// stands.
+func (r *Run) plan(tool string, args json.RawMessage) (*call, error) {
+	v := r.r.View()
+	if v.Run.Status.Ended() {
+		return nil, &EndedError{Run: v.Run.ID, Status: v.Run.Status, Reason: v.Run.Reason, Detail: v.Run.Detail}
+	}
+	c := &call{
+		tool: tool, allowed: make(chan allowed), result: make(chan report),
+		late: make(chan struct{}), abandoned: make(chan struct{}), done: make(chan error, 1),
+	}
+	if ct := r.g.tools[tool]; ct != nil {
+		if canon, err := ct.Check(args); err == nil {
+			c.args = canon
+		}
+	}
+	same := func(t string, a []byte) bool { return c.args != nil && t == tool && bytes.Equal(a, c.args) }
+	last := v.Step(v.Steps.Len())
+	if last != nil && last.Executing() {
+		// A call allowed less than its tool's timeout ago may still be
+		// running in another process that holds the run: recovering it now
+		// would take a live call for an interrupted one.
+		if until := v.Run.Updated.Add(recordedTimeout(v, last.Decision.Tool)); r.g.now().Before(until) {
+			return nil, fmt.Errorf("ask %s on run %s: %w: step %d (%s) was allowed at %s and may still be running; ask again after %s",
+				tool, v.Run.ID, ErrElsewhere, last.N, last.Decision.Tool, v.Run.Updated.Format(time.RFC3339Nano), until.Format(time.RFC3339Nano))
+		}
+	}
+	switch {
+	case v.Run.Status == projector.Waiting:
+		a := v.PendingApproval()
+		if a == nil || !same(a.Tool, a.Args) {
+			if a == nil {
+				return nil, fmt.Errorf("ask %s on run %s: it waits with no open approval", tool, v.Run.ID)
+			}
+			return nil, &WaitingError{Run: v.Run.ID, Approval: *a}
+		}
+		c.expect = a.Step
+	case last != nil && last.Executing() && same(last.Decision.Tool, last.Policy.Args):
+		// The call was allowed before this process restarted and its
+		// result was never recorded: its recovery is this call.
+		c.expect = last.N
+	default:
+		c.expect = v.Steps.Len() + 1
+		c.dec = &driver.Decision{Tool: tool, Args: append(json.RawMessage(nil), args...)}
+	}
+	r.g.register(v.Run.ID, c)
+	return c, nil
+}
+
+// drive drives the run for c until the call's step is settled: the agent
+// hands over c's decision once, and the next time it is asked (the step
+// has its observation) the drive is cut there, before anything more is
+// recorded.
+func (r *Run) drive(c *call) {
+	ctx, cancel := context.WithCancel(r.life)
+	defer cancel()
+	agent := driver.AgentFunc(func(ctx context.Context, in driver.StepInput) (driver.Decision, error) {
+		if c.dec != nil && !c.decided && in.Steps.Len()+1 == c.expect {
+			c.decided = true
+			return *c.dec, nil
+		}
+		cancel()
+		return driver.Decision{}, ctx.Err()
+	})
+	err := r.g.d.Drive(ctx, r.r, agent)
+	if err != nil && ctx.Err() != nil && r.life.Err() == nil {
+		err = nil // cut by the agent, where the next decision would be asked
+	}
+	c.done <- err
+}
+
+// settled turns the end of c's drive into the answer about c.
+func (r *Run) settled(c *call, err error) (Answer, error) {
+	if errors.Is(err, events.ErrConflict) {
+		// Another process moved the run on: whatever it did is in the
+		// log; this one drops its view and reads it again.
+		fresh, lerr := r.g.d.Load(context.WithoutCancel(r.life), r.ID())
+		if lerr == nil {
+			r.r = fresh
+			if v := fresh.View(); v.Run.Status.Ended() {
+				// Ended by someone else (an operator's cancel, say): say so.
+				return Answer{}, &EndedError{Run: v.Run.ID, Status: v.Run.Status, Reason: v.Run.Reason, Detail: v.Run.Detail}
+			}
+		}
+		return Answer{}, fmt.Errorf("ask %s on run %s: %w: %w", c.tool, r.ID(), ErrElsewhere, err)
+	}
+	if err != nil {
+		return Answer{}, fmt.Errorf("ask %s on run %s: %w", c.tool, r.ID(), err)
+	}
+	v := r.r.View()
+	s := v.Step(c.expect)
+	if a := v.PendingApproval(); v.Run.Status == projector.Waiting && a != nil {
+		if s != nil && a.Step == s.N {
+			cp := *a
+			return Answer{Verdict: Pending, Step: s.N, Approval: &cp}, nil
+		}
+		return Answer{}, &WaitingError{Run: v.Run.ID, Approval: *a}
+	}
+	if s != nil && s.Observation != nil {
+		o := *s.Observation
+		return Answer{Verdict: Deny, Step: s.N, Observation: &o, Ended: v.Run.Status.Ended()}, nil
+	}
+	if v.Run.Status.Ended() {
+		// The run ended on this call without an observation for it: an
+		// approval denied or expired, a limit, a policy abort.
+		o := events.ObservedBody{Step: c.expect, Kind: events.ObsPolicyDenied, Content: endText(v)}
+		return Answer{Verdict: Deny, Step: c.expect, Observation: &o, Ended: true}, nil
+	}
+	return Answer{}, fmt.Errorf("ask %s on run %s: step %d was not settled (run %s)", c.tool, r.ID(), c.expect, v.Run.Status)
+}
+
+// recordedTimeout is the timeout the run recorded for tool.
+func recordedTimeout(v projector.View, tool string) time.Duration {
+	for _, t := range v.Run.Tools {
+		if t.Name == tool {
+			return time.Duration(t.TimeoutMS) * time.Millisecond
+		}
+	}
+	return 0
+}
+
+func endText(v projector.View) string {
+	s := fmt.Sprintf("the run has ended (%s, %s)", v.Run.Status, v.Run.Reason)
+	if v.Run.Detail != "" {
+		s += ": " + v.Run.Detail
+	}
+	return s
+}
+
+// Report records the result of the allowed call: out when err is nil; a
+// tool error when err is not; an interrupted call when err wraps
+// [driver.ErrInterrupted] (its effect is unknown: the driver recovers it).
+// It returns [Done] with the observation recorded, or [Pending] when an
+// interrupted call now waits for an operator. [ErrNoCall] when nothing was
+// allowed, [ErrLate] after the tool's timeout (the call was taken as
+// interrupted, and the result is not recorded).
+func (r *Run) Report(_ context.Context, out string, err error) (Answer, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c := r.inflight
+	if c == nil {
+		return Answer{}, fmt.Errorf("report on run %s: %w", r.ID(), ErrNoCall)
+	}
+	r.inflight = nil
+	var late bool
+	select {
+	case c.result <- report{out: out, err: err}:
+	case <-c.late:
+		late = true
+	}
+	derr := <-c.done
+	r.g.unregister(r.ID(), c)
+	a, serr := r.settled(c, derr)
+	if late {
+		return a, fmt.Errorf("report step %d on run %s: %w", c.expect, r.ID(), ErrLate)
+	}
+	if serr != nil {
+		return Answer{}, serr
+	}
+	if a.Verdict == Deny {
+		a.Verdict = Done
+	}
+	return a, nil
+}

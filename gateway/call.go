@@ -1,0 +1,126 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/arbiter-run/arbiter/events"
+	"github.com/arbiter-run/arbiter/gate"
+)
+
+// handler is the host's call of tool: asked of the gate, run upstream when
+// allowed, answered with what the run recorded.
+func (g *Gateway) handler(tool string) sdk.ToolHandler {
+	return func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+		args := req.Params.Arguments
+		if len(args) == 0 {
+			args = json.RawMessage(`{}`)
+		}
+		s := g.session(req.Session)
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		run, err := g.open(ctx, s)
+		if err != nil {
+			return failed(fmt.Errorf("arbiter could not open this session's run: %w", err)), nil
+		}
+		a, err := g.ask(ctx, run, tool, args)
+		if err != nil {
+			return refusal(run.ID(), err), nil
+		}
+		switch a.Verdict {
+		case gate.Deny:
+			return observed(a.Observation), nil
+		case gate.Pending:
+			return waiting(run.ID(), a), nil
+		}
+		out, xerr := g.tools[tool].Execute(ctx, a.Args)
+		done, err := run.Report(ctx, out, xerr)
+		switch {
+		case err != nil:
+			return failed(fmt.Errorf("arbiter could not record the result: %w", err)), nil
+		case done.Verdict == gate.Pending:
+			return waiting(run.ID(), done), nil
+		}
+		return observed(done.Observation), nil
+	}
+}
+
+// ask asks the gate, and while the answer is pending asks again, every
+// Poll up to Wait: each ask takes in a decision an operator published.
+func (g *Gateway) ask(ctx context.Context, run *gate.Run, tool string, args json.RawMessage) (gate.Answer, error) {
+	deadline := time.Now().Add(g.cfg.Wait)
+	for {
+		a, err := run.Ask(ctx, tool, args)
+		if err != nil || a.Verdict != gate.Pending {
+			return a, err
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			return a, nil
+		}
+		t := time.NewTimer(min(left, g.cfg.Poll))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return a, nil
+		case <-t.C:
+		}
+	}
+}
+
+func text(s string, isError bool) *sdk.CallToolResult {
+	return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: s}}, IsError: isError}
+}
+
+func failed(err error) *sdk.CallToolResult { return text(err.Error(), true) }
+
+// observed answers with the step's observation: a result as the upstream
+// server gave it, anything else (a denial, refused arguments, a tool error)
+// as an error result the model reads.
+func observed(o *events.ObservedBody) *sdk.CallToolResult {
+	if o.Kind == events.ObsResult {
+		return text(o.Content, false)
+	}
+	return text(fmt.Sprintf("arbiter: not done (%s): %s", o.Kind, o.Content), true)
+}
+
+// waiting answers a call that waits for an operator. It is not an error:
+// retrying it changes nothing until the operator decides.
+func waiting(run string, a gate.Answer) *sdk.CallToolResult {
+	ap := a.Approval
+	msg := fmt.Sprintf("WAITING FOR APPROVAL: this call has not run. It waits for an operator to decide approval %s (run %s, %s). "+
+		"Do not retry it now; tell the user it waits. Once the operator has granted it, make exactly the same call again and it runs once; "+
+		"a different call runs nothing while this one waits. Call %s to see what waits.", ap.ID, run, ap.Reason, StatusTool)
+	if ap.ExpiresAt != nil {
+		msg += " The approval expires at " + ap.ExpiresAt.UTC().Format(time.RFC3339) + "."
+	}
+	return text(msg, false)
+}
+
+// refusal answers a call the gate did not take: the session waits on
+// another call's approval, or its run has ended.
+func refusal(run string, err error) *sdk.CallToolResult {
+	var w *gate.WaitingError
+	if errors.As(err, &w) {
+		return text(fmt.Sprintf("NOT RUN: this session waits for an operator to decide approval %s, for a call to %s with %s. "+
+			"Nothing else runs until that call is made again (once granted) or the operator decides it. Call %s to see what waits.",
+			w.Approval.ID, w.Approval.Tool, w.Approval.Args, StatusTool), false)
+	}
+	var e *gate.EndedError
+	if errors.As(err, &e) {
+		return text(fmt.Sprintf("arbiter: this session's run %s has ended (%s, %s%s); no call runs in it any more. Start a new session.", run, e.Status, e.Reason, detail(e.Detail)), true)
+	}
+	return failed(fmt.Errorf("arbiter: %w", err))
+}
+
+func detail(d string) string {
+	if d == "" {
+		return ""
+	}
+	return ": " + d
+}

@@ -1,0 +1,217 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/arbiter-run/arbiter/driver"
+	"github.com/arbiter-run/arbiter/events"
+	"github.com/arbiter-run/arbiter/gate"
+)
+
+// Config builds a [Gateway]. Zero values are documented per field.
+type Config struct {
+	// Gate is the gate's configuration; its Tools are filled in from Tools
+	// and must be left empty.
+	Gate gate.Config
+	// Tools are the upstream tools offered to the host (an [mcp.Set]'s
+	// tools): each is listed under its name with its model schema, and run
+	// with the arguments the gate allowed. At least one.
+	Tools []driver.Tool
+	// Wait is how long a call that needs an operator waits for the
+	// decision before it answers that it waits. Default 10s; negative:
+	// answer at once.
+	Wait time.Duration
+	// Poll is how often a waiting call looks for the decision. Default
+	// 250ms.
+	Poll time.Duration
+	// Actor is recorded as the agent of each session's run. Default
+	// "gateway".
+	Actor string
+	// Run, when set, is the id of the run of the first session: it is
+	// resumed if it exists (a desktop host restarted carries on its run),
+	// created otherwise. Later sessions, and every session when Run is
+	// empty, get a new run.
+	Run string
+	// Logger; default discards.
+	Logger *slog.Logger
+}
+
+// StatusTool is the name of the gateway's own read-only tool; it never
+// clashes with an upstream tool, whose names hold "__".
+const StatusTool = "arbiter_status"
+
+// ErrConfig marks a configuration the gateway refuses.
+var ErrConfig = errors.New("gateway config")
+
+// Gateway is the MCP server in front of the upstream tools.
+type Gateway struct {
+	cfg   Config
+	gate  *gate.Gate
+	tools map[string]driver.Tool
+	specs []driver.Spec
+
+	mu       sync.Mutex
+	sessions map[*sdk.ServerSession]*session
+	first    bool // the first session has taken Config.Run
+}
+
+// New checks cfg and builds a gateway: a tool the driver refuses, or whose
+// schema is not an object schema (MCP requires one), is an error naming it.
+func New(cfg Config) (*Gateway, error) {
+	if len(cfg.Tools) == 0 {
+		return nil, fmt.Errorf("%w: no tools", ErrConfig)
+	}
+	if len(cfg.Gate.Tools) > 0 {
+		return nil, fmt.Errorf("%w: Gate.Tools is filled in from Tools; leave it empty", ErrConfig)
+	}
+	if cfg.Wait == 0 {
+		cfg.Wait = 10 * time.Second
+	}
+	if cfg.Poll <= 0 {
+		cfg.Poll = 250 * time.Millisecond
+	}
+	if cfg.Actor == "" {
+		cfg.Actor = "gateway"
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	g := &Gateway{cfg: cfg, tools: map[string]driver.Tool{}, sessions: map[*sdk.ServerSession]*session{}}
+	for _, t := range cfg.Tools {
+		s := t.Spec()
+		var probe struct {
+			Type string `json:"type"`
+		}
+		if err := json.Unmarshal(s.Schema, &probe); err != nil || probe.Type != "object" {
+			return nil, fmt.Errorf("%w: tool %q: input schema is not an object schema (MCP requires \"type\": \"object\")", ErrConfig, s.Name)
+		}
+		if s.Name == StatusTool {
+			return nil, fmt.Errorf("%w: tool %q: the name is the gateway's own", ErrConfig, s.Name)
+		}
+		g.tools[s.Name] = t
+		g.specs = append(g.specs, s)
+	}
+	gc := cfg.Gate
+	gc.Tools = g.specs
+	gt, err := gate.New(gc)
+	if err != nil {
+		return nil, fmt.Errorf("new gateway: %w", err)
+	}
+	g.gate = gt
+	return g, nil
+}
+
+// Gate returns the gate the gateway asks.
+func (g *Gateway) Gate() *gate.Gate { return g.gate }
+
+// Server returns an MCP server offering the upstream tools and the status
+// tool. Serve it on any transport ([sdk.StdioTransport], or [Gateway.HTTP]);
+// each session it serves gets a run of its own.
+func (g *Gateway) Server() *sdk.Server {
+	srv := sdk.NewServer(&sdk.Implementation{Name: "arbiter-gateway", Version: "1"}, nil)
+	for _, s := range g.specs {
+		srv.AddTool(listing(s), g.handler(s.Name))
+	}
+	srv.AddTool(&sdk.Tool{
+		Name:        StatusTool,
+		Description: "Arbiter: which of this session's tool calls wait for an operator's approval. Read-only; records nothing.",
+		InputSchema: json.RawMessage(`{"type":"object","properties":{}}`),
+		Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true},
+	}, g.status)
+	return srv
+}
+
+// listing is how a tool is shown to the host: its model schema (fixed
+// arguments removed) and hints that say its class, the operator's.
+func listing(s driver.Spec) *sdk.Tool {
+	no := false
+	yes := true
+	ann := &sdk.ToolAnnotations{ReadOnlyHint: s.SideEffect == events.ReadOnly, OpenWorldHint: &no}
+	switch s.SideEffect {
+	case events.Destructive:
+		ann.DestructiveHint = &yes
+	case events.RemoteMutation:
+		ann.OpenWorldHint = &yes
+		ann.DestructiveHint = &no
+	case events.LocalMutation:
+		ann.DestructiveHint = &no
+	}
+	return &sdk.Tool{Name: s.Name, Description: s.Description, InputSchema: json.RawMessage(bytes.Clone(s.Schema)), Annotations: ann}
+}
+
+// session is one host session and its run.
+type session struct {
+	mu  sync.Mutex // one call at a time: a run decides one step at a time
+	run *gate.Run  // under mu
+	// opened is run once it is opened, for the status tool, which must
+	// answer while a call waits.
+	opened atomic.Pointer[gate.Run]
+}
+
+func (g *Gateway) session(ss *sdk.ServerSession) *session {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	s := g.sessions[ss]
+	if s == nil {
+		s = &session{}
+		g.sessions[ss] = s
+		if ss != nil {
+			go func() {
+				_ = ss.Wait()
+				g.mu.Lock()
+				delete(g.sessions, ss)
+				g.mu.Unlock()
+				s.mu.Lock()
+				if s.run != nil {
+					s.run.Close()
+				}
+				s.mu.Unlock()
+			}()
+		}
+	}
+	return s
+}
+
+// open returns the session's run, opening it on the first call.
+func (g *Gateway) open(ctx context.Context, s *session) (*gate.Run, error) {
+	if s.run != nil {
+		return s.run, nil
+	}
+	g.mu.Lock()
+	id := events.NewID()
+	named := !g.first && g.cfg.Run != ""
+	if named {
+		id = g.cfg.Run
+	}
+	g.first = true
+	g.mu.Unlock()
+	var (
+		r   *gate.Run
+		err error
+	)
+	if named {
+		r, err = g.gate.Resume(ctx, id)
+		if errors.Is(err, events.ErrNoRun) {
+			r, err = g.gate.Open(ctx, id, g.cfg.Actor, nil)
+		}
+	} else {
+		r, err = g.gate.Open(ctx, id, g.cfg.Actor, nil)
+	}
+	if err != nil {
+		return nil, err
+	}
+	s.run = r
+	s.opened.Store(r)
+	g.cfg.Logger.Info("session run opened", "run", id)
+	return r, nil
+}
