@@ -1,0 +1,158 @@
+package console
+
+import (
+	"cmp"
+	"context"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/arbiter-run/arbiter/events"
+	"github.com/arbiter-run/arbiter/projector"
+)
+
+// Pending is an approval waiting for a decision, as the live page lists it.
+type Pending struct {
+	Run      string             `json:"run"`
+	Approval projector.Approval `json:"-"`
+	ID       string             `json:"id"`
+	Tool     string             `json:"tool"`
+	Kind     string             `json:"kind"`
+	Reason   string             `json:"reason"`
+	Since    time.Time          `json:"since"`
+	Status   projector.Status   `json:"-"`
+}
+
+// pendingFeed follows every shard's approval events with batch direct gets
+// from the last one read (no consumer), and keeps the approvals that wait.
+// A run an approval event touched is folded again to learn where it
+// stands: only a worker's record makes an approval decided, so the feed
+// shows what the fleet has recorded.
+type pendingFeed struct {
+	log  *events.Log
+	poll time.Duration
+
+	mu      sync.Mutex
+	next    []uint64 // per shard, the stream sequence to read from
+	waiting map[string]Pending
+	version uint64
+	changed chan struct{} // closed and replaced on every change
+	err     error         // the last read error, shown on the page
+	ready   bool
+}
+
+func newPendingFeed(log *events.Log, poll time.Duration) *pendingFeed {
+	next := make([]uint64, log.Config().Shards)
+	for i := range next {
+		next[i] = 1
+	}
+	return &pendingFeed{log: log, poll: poll, next: next, waiting: map[string]Pending{}, changed: make(chan struct{})}
+}
+
+func (p *pendingFeed) run(ctx context.Context) error {
+	t := time.NewTicker(p.poll)
+	defer t.Stop()
+	for {
+		err := p.step(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		p.mu.Lock()
+		p.err = err
+		p.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// step reads the approval events stored since the last step and refolds
+// the runs they touched.
+func (p *pendingFeed) step(ctx context.Context) error {
+	touched := map[string]bool{}
+	filters := p.log.ApprovalFilters()
+	for k, filter := range filters {
+		p.mu.Lock()
+		seq := p.next[k]
+		p.mu.Unlock()
+		for {
+			msgs, err := p.log.GetBatch(ctx, p.log.StreamName(k), seq, 1024, filter)
+			if err != nil {
+				return err
+			}
+			for _, m := range msgs {
+				if e, err := events.Decode(m.Data); err == nil {
+					touched[e.Run] = true
+				}
+				seq = m.Sequence + 1
+			}
+			if len(msgs) < 1024 {
+				break
+			}
+		}
+		p.mu.Lock()
+		p.next[k] = seq
+		p.mu.Unlock()
+	}
+	// A run waiting on an approval can also stop waiting without an
+	// approval event (it was cancelled or failed): look again at those.
+	p.mu.Lock()
+	for run := range p.waiting {
+		touched[run] = true
+	}
+	p.mu.Unlock()
+	changed := false
+	for run := range touched {
+		v, _, err := readRun(ctx, p.log, run)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		item, waits := Pending{}, false
+		if err == nil {
+			if a := v.PendingApproval(); a != nil && a.State == projector.Pending && v.Run.Status == projector.Waiting {
+				item = Pending{Run: run, Approval: *a, ID: a.ID, Tool: a.Tool, Kind: a.Kind, Reason: a.Reason, Since: a.Requested, Status: v.Run.Status}
+				waits = true
+			}
+		}
+		p.mu.Lock()
+		old, had := p.waiting[run]
+		switch {
+		case waits && (!had || old.ID != item.ID):
+			p.waiting[run] = item
+			changed = true
+		case !waits && had:
+			delete(p.waiting, run)
+			changed = true
+		}
+		p.mu.Unlock()
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if changed || !p.ready {
+		p.ready = true
+		p.version++
+		close(p.changed)
+		p.changed = make(chan struct{})
+	}
+	return nil
+}
+
+// snapshot returns the waiting approvals, oldest first, the feed's
+// version, a channel closed at the next change, and the last read error.
+func (p *pendingFeed) snapshot() ([]Pending, uint64, <-chan struct{}, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]Pending, 0, len(p.waiting))
+	for _, w := range p.waiting {
+		out = append(out, w)
+	}
+	slices.SortFunc(out, func(a, b Pending) int {
+		if d := a.Since.Compare(b.Since); d != 0 {
+			return d
+		}
+		return cmp.Compare(a.Run, b.Run)
+	})
+	return out, p.version, p.changed, p.err
+}
