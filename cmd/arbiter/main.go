@@ -32,6 +32,7 @@ func init() {
 		{"watch", "[--durable NAME]", "print approval events as they happen", runWatch},
 		{"start", "--agent NAME [--input JSON] [--id RUN]", "start a run and nudge the fleet to drive it", runStart},
 		{"cancel", "RUN [--reason R]", "cancel a run", runCancel},
+		{"console", "--key FILE [--listen ADDR]", "serve the web console: runs, one run's trace, pending approvals live, grant and deny signed with the key", runConsole},
 		{"keygen", "--out FILE", "create an operator key (an nkeys user seed) and print its public key", runKeygen},
 		{"mcp", "tools|pin --config FILE", "review a worker config's MCP tools (class, pin status), or pin them in its lock file", runMCP},
 	}

@@ -1,0 +1,75 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+var consoleURL = regexp.MustCompile(`open (http://127\.0\.0\.1:\d+/\?token=\S+)`)
+
+// TestConsole_ServesThePrintedURL: `arbiter console` prints a URL with its
+// token, serves the run list there, refuses a request without it, and
+// stops with its context.
+func TestConsole_ServesThePrintedURL(t *testing.T) {
+	e := newOpsEnv(t)
+	e.pause(t, "run-a", `{"to":"ops"}`)
+	ctx, cancel := context.WithCancel(t.Context())
+	var out syncBuffer
+	done := make(chan error, 1)
+	go func() { done <- runConsole(ctx, e.args("--key", e.key, "--listen", "127.0.0.1:0"), &out) }()
+	var u string
+	for deadline := time.Now().Add(10 * time.Second); u == "" && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if m := consoleURL.FindStringSubmatch(out.String()); m != nil {
+			u = m[1]
+		}
+	}
+	if u == "" {
+		cancel()
+		t.Fatalf("no URL printed in 10s: %q (exit: %v)", out.String(), <-done)
+	}
+	jar, _ := cookiejar.New(nil)
+	c := &http.Client{Jar: jar, Timeout: 5 * time.Second}
+	resp, err := c.Get(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "run-a") {
+		t.Errorf("printed URL: %s\n%s", resp.Status, body)
+	}
+	bare := strings.Split(u, "?")[0]
+	resp, err = http.Get(bare)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("without the token: %s, want 401", resp.Status)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("console exit: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("console did not stop 10s after its context ended")
+	}
+}
+
+func TestConsole_NeedsKey(t *testing.T) {
+	e := newOpsEnv(t)
+	err := runConsole(t.Context(), e.args(), io.Discard)
+	var ue usageError
+	if !errors.As(err, &ue) {
+		t.Errorf("console without --key: %v, want a usage error", err)
+	}
+}
