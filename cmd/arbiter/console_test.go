@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/cookiejar"
+	"net/http/httptest"
 	"regexp"
 	"strings"
 	"testing"
@@ -71,5 +72,38 @@ func TestConsole_NeedsKey(t *testing.T) {
 	var ue usageError
 	if !errors.As(err, &ue) {
 		t.Errorf("console without --key: %v, want a usage error", err)
+	}
+}
+
+// TestNotify_PostsAndStops: `arbiter notify --slack URL` posts a notice of
+// a waiting approval to a receiver on 127.0.0.1 and stops with its context.
+func TestNotify_PostsAndStops(t *testing.T) {
+	e := newOpsEnv(t)
+	got := make(chan string, 4)
+	rcv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		got <- string(b)
+	}))
+	t.Cleanup(rcv.Close)
+	a := e.pause(t, "run-n", `{"to":"ops"}`)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- runNotify(ctx, e.args("--slack", rcv.URL, "--console", "http://127.0.0.1:7788"), io.Discard) }()
+	select {
+	case b := <-got:
+		if !strings.Contains(b, "run-n") || !strings.Contains(b, a.ID) {
+			t.Errorf("notice %s does not name run-n and approval %s", b, a.ID)
+		}
+	case err := <-done:
+		t.Fatalf("notify ended before posting: %v", err)
+	case <-time.After(15 * time.Second):
+		t.Fatal("no notice in 15s")
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("notify exit: %v", err)
+	}
+	if err := runNotify(t.Context(), e.args(), io.Discard); !errors.As(err, new(usageError)) {
+		t.Errorf("notify with no endpoint: %v, want a usage error", err)
 	}
 }
