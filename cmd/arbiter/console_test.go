@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/arbiter-run/arbiter/testkit"
 )
 
 var consoleURL = regexp.MustCompile(`open (http://127\.0\.0\.1:\d+/\?token=\S+)`)
@@ -105,5 +107,47 @@ func TestNotify_PostsAndStops(t *testing.T) {
 	}
 	if err := runNotify(t.Context(), e.args(), io.Discard); !errors.As(err, new(usageError)) {
 		t.Errorf("notify with no endpoint: %v, want a usage error", err)
+	}
+}
+
+// TestTraces_ExportsOverOTLP: `arbiter traces --otlp URL --from-start`
+// posts the spans of a finished run to an OTLP/HTTP receiver on 127.0.0.1.
+func TestTraces_ExportsOverOTLP(t *testing.T) {
+	e := newOpsEnv(t)
+	r, err := e.d.Create(t.Context(), "run-t", "s", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.d.Drive(t.Context(), r, testkit.NewScript(testkit.Call("done", `{}`))); err != nil {
+		t.Fatal(err)
+	}
+	posts := make(chan string, 16)
+	rcv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		posts <- r.URL.Path + " " + string(b)
+	}))
+	t.Cleanup(rcv.Close)
+	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "50") // the batcher exports every 50ms
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() {
+		done <- runTraces(ctx, e.args("--otlp", rcv.URL+"/v1/traces", "--from-start"), io.Discard)
+	}()
+	select {
+	case p := <-posts:
+		if !strings.HasPrefix(p, "/v1/traces ") || !strings.Contains(p, "run-t") || !strings.Contains(p, "arbiter.tool") {
+			t.Errorf("export %q does not hold the run's step span", p)
+		}
+	case err := <-done:
+		t.Fatalf("traces ended before exporting: %v", err)
+	case <-time.After(15 * time.Second):
+		t.Fatal("nothing exported in 15s")
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("traces: %v", err)
+	}
+	if err := runTraces(t.Context(), e.args(), io.Discard); !errors.As(err, new(usageError)) {
+		t.Errorf("traces without --otlp: %v, want a usage error", err)
 	}
 }

@@ -34,6 +34,7 @@ func init() {
 		{"cancel", "RUN [--reason R]", "cancel a run", runCancel},
 		{"console", "--key FILE [--listen ADDR]", "serve the web console: runs, one run's trace, pending approvals live, grant and deny signed with the key", runConsole},
 		{"notify", "--webhook URL --secret-file F | --slack URL", "post a notice of each approval request to a signed JSON webhook or a Slack-compatible one", runNotify},
+		{"traces", "--otlp URL [--from-start]", "export an OpenTelemetry span per step of every run to an OTLP/HTTP endpoint", runTraces},
 		{"keygen", "--out FILE", "create an operator key (an nkeys user seed) and print its public key", runKeygen},
 		{"mcp", "tools|pin --config FILE", "review a worker config's MCP tools (class, pin status), or pin them in its lock file", runMCP},
 	}
