@@ -90,7 +90,9 @@ func TestNotify_PostsAndStops(t *testing.T) {
 	a := e.pause(t, "run-n", `{"to":"ops"}`)
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
-	go func() { done <- runNotify(ctx, e.args("--slack", rcv.URL, "--console", "http://127.0.0.1:7788"), io.Discard) }()
+	go func() {
+		done <- runNotify(ctx, e.args("--slack", rcv.URL, "--console", "http://127.0.0.1:7788"), io.Discard)
+	}()
 	select {
 	case b := <-got:
 		if !strings.Contains(b, "run-n") || !strings.Contains(b, a.ID) {
