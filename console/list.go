@@ -101,10 +101,22 @@ func (f Filter) match(r Row) bool {
 // full or ScanLimit runs were read; the page then says so and its cursor
 // goes on from there.
 func (s *Server) List(ctx context.Context, f Filter, cur string) (Page, error) {
+	return List(ctx, s.cfg.Log, f, cur, s.cfg.PageSize, s.cfg.ScanLimit)
+}
+
+// List is [Server.List] for a reader without a console (`arbiter runs`):
+// pages of pageSize runs (1..500), folding at most scanLimit runs a page
+// for the filters that need views (0: 20 pages' worth).
+func List(ctx context.Context, log *events.Log, f Filter, cur string, pageSize, scanLimit int) (Page, error) {
+	if pageSize < 1 || pageSize > 500 {
+		return Page{}, fmt.Errorf("%w: page size %d (want 1..500)", ErrBadRequest, pageSize)
+	}
+	if scanLimit <= 0 {
+		scanLimit = 20 * pageSize
+	}
 	if err := f.Validate(); err != nil {
 		return Page{}, err
 	}
-	log := s.cfg.Log
 	c, err := parseCursor(cur, log.Config().Shards)
 	if err != nil {
 		return Page{}, err
@@ -113,21 +125,21 @@ func (s *Server) List(ctx context.Context, f Filter, cur string) (Page, error) {
 	if !ended {
 		kind = events.RunCreated
 	}
-	n := s.cfg.PageSize
+	n := pageSize
 	var page Page
 	for {
 		hits, more, err := newestAll(ctx, log, kind, c, n)
 		if err != nil {
 			return Page{}, err
 		}
-		rows := s.fold(ctx, hits)
+		rows := fold(ctx, log, hits)
 		for i, r := range rows {
 			page.Scanned++
 			if f.match(r) {
 				page.Rows = append(page.Rows, r)
 			}
 			stop := !f.Since.IsZero() && r.Err == nil && r.View.Run.Created.Before(f.Since)
-			if len(page.Rows) == n || page.Scanned >= s.cfg.ScanLimit || stop {
+			if len(page.Rows) == n || page.Scanned >= scanLimit || stop {
 				if (i < len(rows)-1 || more) && !stop {
 					page.Next = c.after(hits[:i+1]).String()
 					page.Limited = len(page.Rows) < n
@@ -144,14 +156,14 @@ func (s *Server) List(ctx context.Context, f Filter, cur string) (Page, error) {
 
 // fold reads and folds the runs of hits, up to 32 at a time: each read is
 // one round trip, so a page costs about two round trips, not fifty.
-func (s *Server) fold(ctx context.Context, hits []hit) []Row {
+func fold(ctx context.Context, log *events.Log, hits []hit) []Row {
 	rows := make([]Row, len(hits))
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 32)
 	for i, h := range hits {
 		e, err := events.Decode(h.msg.Data)
 		if err == nil {
-			err = s.cfg.Log.CheckSubject(h.msg.Subject, e)
+			err = log.CheckSubject(h.msg.Subject, e)
 		}
 		if err != nil {
 			rows[i] = Row{ID: h.msg.Subject, Err: fmt.Errorf("message %d on %s: %w", h.msg.Sequence, h.msg.Subject, err)}
@@ -162,7 +174,7 @@ func (s *Server) fold(ctx context.Context, hits []hit) []Row {
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			rows[i].View, _, rows[i].Err = readRun(ctx, s.cfg.Log, e.Run)
+			rows[i].View, _, rows[i].Err = readRun(ctx, log, e.Run)
 		}()
 	}
 	wg.Wait()
