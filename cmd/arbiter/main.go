@@ -23,9 +23,9 @@ var commands []command
 func init() {
 	commands = []command{
 		{"demo", "[--data DIR]", "run the end-to-end demo on an embedded JetStream and print the run's events", runDemo},
-		{"runs", "[--status S]", "list runs with their status", runRuns},
+		{"runs", "[--status S] [--agent A] [--after CURSOR]", "list runs newest first, a page at a time, with the console's filters", runRuns},
 		{"show", "RUN", "show a run: its row, steps and approvals", runShow},
-		{"events", "RUN", "print a run's events as a readable trace and verify its hash chain", runEvents},
+		{"events", "RUN [--follow]", "print a run's events as a readable trace and verify its hash chain", runEvents},
 		{"approvals", "", "list approvals waiting for a decision", runApprovals},
 		{"grant", "RUN APPROVAL --key FILE", "grant an approval, signed with an operator key", runGrant},
 		{"deny", "RUN APPROVAL --key FILE [--reason R]", "deny an approval, signed with an operator key", runDeny},
