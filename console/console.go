@@ -10,7 +10,6 @@ import (
 	"html/template"
 	"io/fs"
 	"net/http"
-	"sync"
 	"time"
 
 	"github.com/arbiter-run/arbiter/events"
@@ -104,7 +103,6 @@ type Server struct {
 	csrf     string
 	tmpl     *template.Template
 	pending  *pendingFeed
-	once     sync.Once
 }
 
 // New returns a console for cfg with a fresh random access token and CSRF

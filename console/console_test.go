@@ -121,8 +121,8 @@ func TestConsole_HostileTextIsText(t *testing.T) {
 	}
 }
 
-// waitPending reads the live feed until run is in it.
-func waitPending(t *testing.T, e *env, c *http.Client, run string) string {
+// liveFeed opens the live approvals feed and returns its data lines.
+func liveFeed(t *testing.T, e *env, c *http.Client) <-chan string {
 	t.Helper()
 	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, e.srv.URL+"/approvals/live", nil)
 	cl := *c
@@ -131,47 +131,73 @@ func waitPending(t *testing.T, e *env, c *http.Client, run string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
+	t.Cleanup(func() { resp.Body.Close() })
 	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
 		t.Fatalf("live feed content type %q", ct)
 	}
-	lines := make(chan string)
+	lines := make(chan string, 64)
 	go func() {
+		defer close(lines)
 		sc := bufio.NewScanner(resp.Body)
 		for sc.Scan() {
-			lines <- sc.Text()
+			if l, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+				lines <- l
+			}
 		}
-		close(lines)
 	}()
-	timeout := time.After(10 * time.Second)
+	return lines
+}
+
+// next returns the feed's next list, failing after 10s.
+func next(t *testing.T, lines <-chan string) string {
+	t.Helper()
+	select {
+	case l, ok := <-lines:
+		if !ok {
+			t.Fatal("live feed ended")
+		}
+		return l
+	case <-time.After(10 * time.Second):
+		t.Fatal("no event on the live feed in 10s")
+	}
+	return ""
+}
+
+// waitPending reads the live feed until run is in it.
+func waitPending(t *testing.T, e *env, c *http.Client, run string) string {
+	t.Helper()
+	lines := liveFeed(t, e, c)
 	for {
-		select {
-		case l, ok := <-lines:
-			if !ok {
-				t.Fatalf("live feed ended before run %s appeared", run)
-			}
-			if strings.HasPrefix(l, "data: ") && strings.Contains(l, `"run":"`+run+`"`) {
-				return l
-			}
-		case <-timeout:
-			t.Fatalf("run %s did not appear in the live feed in 10s", run)
+		if l := next(t, lines); strings.Contains(l, `"run":"`+run+`"`) {
+			return l
 		}
 	}
 }
 
+// TestConsole_PendingAppearsLive: a subscriber that got the list without
+// the approval gets the approval when it is asked for, and loses it when
+// it is decided and recorded.
 func TestConsole_PendingAppearsLive(t *testing.T) {
 	e := newEnv(t, envConfig{})
 	c := e.client(t)
-	done := make(chan string)
-	go func() {
-		// Subscribe first, then the approval is asked for.
-		done <- waitPending(t, e, c, "run-live")
-	}()
-	time.Sleep(50 * time.Millisecond) // let the feed send its first, empty, list
+	lines := liveFeed(t, e, c)
+	for l := next(t, lines); l != "[]"; l = next(t, lines) {
+		// Lists before the feed's first look may come first; they are empty.
+		if strings.Contains(l, "run-live") {
+			t.Fatalf("run-live listed before it was asked for: %s", l)
+		}
+	}
 	a := e.pause(t, "run-live", `{"note":"late"}`)
-	line := <-done
-	if !strings.Contains(line, a.ID) || !strings.Contains(line, `"tool":"send"`) {
-		t.Errorf("live event %q does not name approval %s of tool send", line, a.ID)
+	l := next(t, lines)
+	if !strings.Contains(l, `"run":"run-live"`) || !strings.Contains(l, a.ID) || !strings.Contains(l, `"tool":"send"`) {
+		t.Fatalf("live event %q does not name approval %s of tool send on run-live", l, a.ID)
+	}
+	if _, err := e.console.Decide(t.Context(), "run-live", a.ID, "deny", a.Hash, "no"); err != nil {
+		t.Fatal(err)
+	}
+	e.resume(t, "run-live", `{"note":"late"}`)
+	if l := next(t, lines); l != "[]" {
+		t.Errorf("after the denial was recorded the feed says %s, want []", l)
 	}
 }
 

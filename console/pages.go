@@ -2,6 +2,7 @@ package console
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -189,7 +190,8 @@ func (s *Server) handleApprovals(w http.ResponseWriter, r *http.Request) {
 }
 
 // handleApprovalsLive streams the waiting approvals as server-sent events:
-// one "pending" event with the whole list (JSON) now and at every change.
+// one "pending" event with the whole list (JSON) now and whenever it
+// changes.
 // The page's script renders it with textContent, never as markup.
 func (s *Server) handleApprovalsLive(w http.ResponseWriter, r *http.Request) {
 	fl, ok := w.(http.Flusher)
@@ -198,15 +200,16 @@ func (s *Server) handleApprovalsLive(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Content-Type", "text/event-stream")
-	var last uint64
+	var sent []byte
 	for {
-		list, version, changed, _ := s.pending.snapshot()
-		if version != last || last == 0 {
-			last = version
-			b, err := json.Marshal(list)
-			if err != nil {
-				return
-			}
+		list, _, changed, _ := s.pending.snapshot()
+		b, err := json.Marshal(list)
+		if err != nil {
+			return
+		}
+		// The same list is not sent twice (the feed's first look, say).
+		if sent == nil || !bytes.Equal(b, sent) {
+			sent = b
 			fmt.Fprintf(w, "event: pending\ndata: %s\n\n", b)
 			fl.Flush()
 		}
@@ -256,7 +259,7 @@ func (s *Server) handleRunLive(w http.ResponseWriter, r *http.Request) {
 // page showed (the operator signs only what they saw).
 func (s *Server) handleDecide(w http.ResponseWriter, r *http.Request) {
 	run, id := r.PathValue("run"), r.PathValue("approval")
-	seq, err := s.Decide(r, run, id, r.PostFormValue("decision"), r.PostFormValue("hash"), r.PostFormValue("reason"))
+	seq, err := s.Decide(r.Context(), run, id, r.PostFormValue("decision"), r.PostFormValue("hash"), r.PostFormValue("reason"))
 	if err != nil {
 		s.fail(w, err)
 		return
@@ -267,8 +270,12 @@ func (s *Server) handleDecide(w http.ResponseWriter, r *http.Request) {
 // Decide signs decision (grant or deny) on approval id of run, which must
 // be pending with hash shown, publishes it and nudges the fleet. It
 // returns the decision's sequence in the decisions stream.
-func (s *Server) Decide(r *http.Request, run, id, decision, shown, reason string) (uint64, error) {
-	ctx := r.Context()
+//
+// Errors: [ErrBadRequest] for a malformed run id or decision, [ErrStale]
+// for an approval that is not pending or whose hash is not shown (nothing
+// is signed), [ErrBroken] for a run whose events do not verify, or the
+// publish's error.
+func (s *Server) Decide(ctx context.Context, run, id, decision, shown, reason string) (uint64, error) {
 	if err := events.ValidRunID(run); err != nil {
 		return 0, fmt.Errorf("%w: %w", ErrBadRequest, err)
 	}

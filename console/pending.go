@@ -112,7 +112,7 @@ func (p *pendingFeed) step(ctx context.Context) error {
 		item, waits := Pending{}, false
 		if err == nil {
 			if a := v.PendingApproval(); a != nil && a.State == projector.Pending && v.Run.Status == projector.Waiting {
-				item = Pending{Run: run, Approval: *a, ID: a.ID, Tool: a.Tool, Kind: a.Kind, Reason: a.Reason, Since: a.Requested, Status: v.Run.Status}
+				item = Pending{Run: run, ID: a.ID, Tool: a.Tool, Kind: a.Kind, Reason: a.Reason, Since: a.Requested}
 				waits = true
 			}
 		}
