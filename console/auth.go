@@ -48,6 +48,8 @@ func (s *Server) guard(next http.Handler) http.Handler {
 			return
 		}
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			// A decision form is a few hundred bytes.
+			r.Body = http.MaxBytesReader(w, r.Body, maxForm)
 			// A browser says where a request came from; a cross-site one is
 			// refused even before the CSRF token is looked at.
 			if site := r.Header.Get("Sec-Fetch-Site"); site != "" && site != "same-origin" && site != "none" {
@@ -62,5 +64,8 @@ func (s *Server) guard(next http.Handler) http.Handler {
 		next.ServeHTTP(w, r)
 	})
 }
+
+// maxForm bounds a posted form.
+const maxForm = 64 << 10
 
 func equal(a, b string) bool { return subtle.ConstantTimeCompare([]byte(a), []byte(b)) == 1 }

@@ -79,6 +79,11 @@ func TestConsole_DecisionNeedsCSRF(t *testing.T) {
 	if resp.StatusCode != http.StatusForbidden {
 		t.Errorf("cross-site post: %s, want 403", resp.Status)
 	}
+	// A form too large to be a decision is refused before it is read.
+	huge := url.Values{"decision": {"grant"}, "hash": {a.Hash}, "csrf": {token}, "reason": {strings.Repeat("x", 100<<10)}}
+	if resp := decide(t, c, e.srv.URL, "run-a", a.ID, huge); resp.StatusCode != http.StatusForbidden {
+		t.Errorf("a 100 KiB form: %s, want 403", resp.Status)
+	}
 	if got := e.published(t, "run-a"); len(got) != 0 {
 		t.Fatalf("%d decisions published by refused requests, want 0", len(got))
 	}
