@@ -1,6 +1,7 @@
 package console
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"testing"
@@ -77,4 +78,32 @@ func TestNewest_WidensAndNarrows(t *testing.T) {
 	if got, _ = ids(0, 3); !slices.Equal(got, want[len(want)-3:]) {
 		t.Errorf("newest 3 close together: %v, want %v", got, want[len(want)-3:])
 	}
+}
+
+// FuzzParseCursor: a cursor from a URL either parses into one position per
+// shard that prints back as itself, or is refused as a bad request.
+func FuzzParseCursor(f *testing.F) {
+	for _, s := range []string{"", "0", "12.0.7", "1.2", "x", "-1", "18446744073709551616", "1..2"} {
+		f.Add(s, 3)
+	}
+	f.Fuzz(func(t *testing.T, s string, shards int) {
+		if shards < 1 || shards > 1024 {
+			return
+		}
+		c, err := parseCursor(s, shards)
+		if err != nil {
+			if !errors.Is(err, ErrBadRequest) {
+				t.Fatalf("parseCursor(%q): %v, not a bad request", s, err)
+			}
+			return
+		}
+		if len(c) != shards {
+			t.Fatalf("parseCursor(%q, %d): %d positions", s, shards, len(c))
+		}
+		if s != "" {
+			if again, err := parseCursor(c.String(), shards); err != nil || !slices.Equal(again, c) {
+				t.Fatalf("cursor %q printed as %q, which parses as %v (%v)", s, c.String(), again, err)
+			}
+		}
+	})
 }

@@ -286,3 +286,21 @@ func TestConfig_Validate(t *testing.T) {
 		t.Error("no endpoints: accepted")
 	}
 }
+
+// FuzzVerify: a header never verifies both a body and that body changed,
+// and a signature made for a body always verifies it.
+func FuzzVerify(f *testing.F) {
+	f.Add("t=1,v1=00", []byte(`{}`))
+	f.Add("v1=zz,t=x", []byte(``))
+	f.Add(notify.Sign(secret, time.Unix(1_900_000_000, 0), []byte(`{"a":1}`)), []byte(`{"a":1}`))
+	f.Fuzz(func(t *testing.T, header string, body []byte) {
+		now := time.Unix(1_900_000_000, 0)
+		if notify.Verify(secret, header, body, now, time.Hour) == nil &&
+			notify.Verify(secret, header, append(append([]byte(nil), body...), ' '), now, time.Hour) == nil {
+			t.Fatalf("header %q verifies %q and the same with a space added", header, body)
+		}
+		if err := notify.Verify(secret, notify.Sign(secret, now, body), body, now, time.Hour); err != nil {
+			t.Fatalf("own signature of %q: %v", body, err)
+		}
+	})
+}
