@@ -23,4 +23,3 @@ func ExampleVerify() {
 	// <nil>
 	// notice timestamp outside the tolerance: signed 1h0m0s from now (tolerance 1m0s)
 }
-
