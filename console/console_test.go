@@ -325,3 +325,33 @@ func TestConfig_Validate(t *testing.T) {
 		t.Errorf("a whole config: %v", err)
 	}
 }
+
+// TestConsole_BrokenRunShownNotDecided: a run whose stored events do not
+// verify is shown as BROKEN, in the list and on its page, with no decision
+// form, and a decision on it is refused.
+func TestConsole_BrokenRunShownNotDecided(t *testing.T) {
+	e := newEnv(t, envConfig{})
+	a := e.pause(t, "run-b", `{"note":"x"}`)
+	c := e.client(t)
+	_, page := get(t, c, e.srv.URL+"/runs/run-b")
+	token := csrf(t, page)
+	// A worker-user client stores garbage on the run's subjects.
+	if _, err := e.log.JetStream().Publish(t.Context(), e.log.Subject("run-b", events.StepDecided), []byte(`{"not":"an event"}`)); err != nil {
+		t.Fatal(err)
+	}
+	code, page := get(t, c, e.srv.URL+"/runs/run-b")
+	if code != http.StatusOK || !strings.Contains(page, `id="broken"`) || !strings.Contains(page, "BROKEN") || strings.Contains(page, `id="decide-form"`) {
+		t.Errorf("broken run page: %d\n%s", code, page)
+	}
+	_, list := get(t, c, e.srv.URL+"/")
+	if !strings.Contains(list, `<tr class="broken">`) {
+		t.Errorf("the list does not show run-b as broken:\n%s", list)
+	}
+	resp := decide(t, c, e.srv.URL, "run-b", a.ID, url.Values{"decision": {"grant"}, "hash": {a.Hash}, "csrf": {token}})
+	if resp.StatusCode != http.StatusConflict {
+		t.Errorf("grant on a broken run: %s, want 409", resp.Status)
+	}
+	if got := len(e.published(t, "run-b")); got != 0 {
+		t.Errorf("%d decisions published on a broken run, want 0", got)
+	}
+}

@@ -57,7 +57,7 @@ func (s *Server) fail(w http.ResponseWriter, err error) {
 		status = http.StatusBadRequest
 	case errors.Is(err, events.ErrNoRun):
 		status = http.StatusNotFound
-	case errors.Is(err, ErrStale):
+	case errors.Is(err, ErrStale), errors.Is(err, ErrBroken):
 		status = http.StatusConflict
 	}
 	http.Error(w, err.Error(), status)
