@@ -138,7 +138,9 @@ func List(ctx context.Context, log *events.Log, f Filter, cur string, pageSize, 
 			if f.match(r) {
 				page.Rows = append(page.Rows, r)
 			}
-			stop := !f.Since.IsZero() && r.Err == nil && r.View.Run.Created.Before(f.Since)
+			// Newest created first: once one is older than Since, all the
+			// rest are. (An end index is in order of ending, not creation.)
+			stop := !ended && !f.Since.IsZero() && r.Err == nil && r.View.Run.Created.Before(f.Since)
 			if len(page.Rows) == n || page.Scanned >= scanLimit || stop {
 				if (i < len(rows)-1 || more) && !stop {
 					page.Next = c.after(hits[:i+1]).String()

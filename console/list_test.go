@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/arbiter-run/arbiter/console"
 	"github.com/arbiter-run/arbiter/projector"
@@ -113,5 +114,58 @@ func TestList_Filters(t *testing.T) {
 	code, body := get(t, c, e.srv.URL+"/?status=WAITING_FOR_APPROVAL")
 	if code != http.StatusOK || !strings.Contains(body, "wait-2") || strings.Contains(body, "done-a1") {
 		t.Errorf("filtered page: %d\n%s", code, body)
+	}
+}
+
+// TestList_SinceUntil: the time filters select by creation, newest first,
+// also on an end status, whose index is in order of ending.
+func TestList_SinceUntil(t *testing.T) {
+	e := newEnv(t, envConfig{pageSize: 2})
+	e.pause(t, "old-wait", `{"note":"x"}`) // created first, ended last
+	e.complete(t, "old", "a")
+	mid := time.Now()
+	e.complete(t, "new-1", "a")
+	e.complete(t, "new-2", "a")
+	// The oldest run ends last: granted now, it completes.
+	r, err := e.d.Load(t.Context(), "old-wait")
+	if err != nil {
+		t.Fatal(err)
+	}
+	view := r.View()
+	ap := view.PendingApproval()
+	if _, err := e.console.Decide(t.Context(), "old-wait", ap.ID, "grant", ap.Hash, ""); err != nil {
+		t.Fatal(err)
+	}
+	e.resume(t, "old-wait", `{"note":"x"}`)
+	list := func(f console.Filter) string {
+		t.Helper()
+		var ids []string
+		cur := ""
+		for range 10 {
+			p, err := e.console.List(t.Context(), f, cur)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range p.Rows {
+				ids = append(ids, r.ID)
+			}
+			if cur = p.Next; cur == "" {
+				break
+			}
+		}
+		return strings.Join(ids, " ")
+	}
+	if got := list(console.Filter{Since: mid}); got != "new-2 new-1" {
+		t.Errorf("since mid: %q, want %q", got, "new-2 new-1")
+	}
+	if got := list(console.Filter{Until: mid}); got != "old old-wait" {
+		t.Errorf("until mid: %q, want %q", got, "old old-wait")
+	}
+	// In order of ending: old-wait, new-2, new-1, old.
+	if got := list(console.Filter{Status: projector.Completed, Since: mid}); got != "new-2 new-1" {
+		t.Errorf("completed since mid: %q, want %q", got, "new-2 new-1")
+	}
+	if got := list(console.Filter{Status: projector.Completed, Until: mid}); got != "old-wait old" {
+		t.Errorf("completed until mid: %q, want %q", got, "old-wait old")
 	}
 }
