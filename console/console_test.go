@@ -355,3 +355,30 @@ func TestConsole_BrokenRunShownNotDecided(t *testing.T) {
 		t.Errorf("%d decisions published on a broken run, want 0", got)
 	}
 }
+
+// TestConsole_CancelledRunLeavesTheFeed: a waiting run cancelled (no
+// approval event) leaves the live list.
+func TestConsole_CancelledRunLeavesTheFeed(t *testing.T) {
+	e := newEnv(t, envConfig{})
+	c := e.client(t)
+	lines := liveFeed(t, e, c)
+	next(t, lines) // the empty list
+	e.pause(t, "run-c", `{"note":"x"}`)
+	if l := next(t, lines); !strings.Contains(l, `"run":"run-c"`) {
+		t.Fatalf("feed %s, want run-c", l)
+	}
+	tail, err := e.log.Tail(t.Context(), "run-c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev, err := events.New("run-c", events.RunCancelled, events.EndBody{Reason: events.ReasonCancelled})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.log.Append(t.Context(), tail, ev); err != nil {
+		t.Fatal(err)
+	}
+	if l := next(t, lines); l != "[]" {
+		t.Errorf("after the cancellation the feed says %s, want []", l)
+	}
+}

@@ -23,8 +23,9 @@ type Pending struct {
 	Status   projector.Status   `json:"-"`
 }
 
-// pendingFeed follows every shard's approval events with batch direct gets
-// from the last one read (no consumer), and keeps the approvals that wait.
+// pendingFeed follows every shard's approval and end events with batch
+// direct gets from the last one read (no consumer), and keeps the
+// approvals that wait.
 // A run an approval event touched is folded again to learn where it
 // stands: only a worker's record makes an approval decided, so the feed
 // shows what the fleet has recorded.
@@ -32,8 +33,10 @@ type pendingFeed struct {
 	log  *events.Log
 	poll time.Duration
 
+	filters []feedFilter
+
 	mu      sync.Mutex
-	next    []uint64 // per shard, the stream sequence to read from
+	next    []uint64 // per filter, the stream sequence to read from
 	waiting map[string]Pending
 	version uint64
 	changed chan struct{} // closed and replaced on every change
@@ -41,12 +44,23 @@ type pendingFeed struct {
 	ready   bool
 }
 
+// feedFilter is one subject filter the feed follows on one stream.
+type feedFilter struct{ stream, subject string }
+
 func newPendingFeed(log *events.Log, poll time.Duration) *pendingFeed {
-	next := make([]uint64, log.Config().Shards)
+	var filters []feedFilter
+	for k, approvals := range log.ApprovalFilters() {
+		stream := log.StreamName(k)
+		filters = append(filters, feedFilter{stream, approvals})
+		for _, end := range []events.Kind{events.RunFinished, events.RunFailed, events.RunCancelled} {
+			filters = append(filters, feedFilter{stream, log.KindFilter(k, end)})
+		}
+	}
+	next := make([]uint64, len(filters))
 	for i := range next {
 		next[i] = 1
 	}
-	return &pendingFeed{log: log, poll: poll, next: next, waiting: map[string]Pending{}, changed: make(chan struct{})}
+	return &pendingFeed{log: log, poll: poll, filters: filters, next: next, waiting: map[string]Pending{}, changed: make(chan struct{})}
 }
 
 func (p *pendingFeed) run(ctx context.Context) error {
@@ -68,17 +82,17 @@ func (p *pendingFeed) run(ctx context.Context) error {
 	}
 }
 
-// step reads the approval events stored since the last step and refolds
-// the runs they touched.
+// step reads the approval and end events stored since the last step and
+// refolds the runs they touched: a run stops waiting with an approval
+// event (a decision recorded, an expiry) or an end (a cancellation).
 func (p *pendingFeed) step(ctx context.Context) error {
 	touched := map[string]bool{}
-	filters := p.log.ApprovalFilters()
-	for k, filter := range filters {
+	for i, f := range p.filters {
 		p.mu.Lock()
-		seq := p.next[k]
+		seq := p.next[i]
 		p.mu.Unlock()
 		for {
-			msgs, err := p.log.GetBatch(ctx, p.log.StreamName(k), seq, 1024, filter)
+			msgs, err := p.log.GetBatch(ctx, f.stream, seq, 1024, f.subject)
 			if err != nil {
 				return err
 			}
@@ -93,16 +107,9 @@ func (p *pendingFeed) step(ctx context.Context) error {
 			}
 		}
 		p.mu.Lock()
-		p.next[k] = seq
+		p.next[i] = seq
 		p.mu.Unlock()
 	}
-	// A run waiting on an approval can also stop waiting without an
-	// approval event (it was cancelled or failed): look again at those.
-	p.mu.Lock()
-	for run := range p.waiting {
-		touched[run] = true
-	}
-	p.mu.Unlock()
 	changed := false
 	for run := range touched {
 		v, _, err := readRun(ctx, p.log, run)
