@@ -29,6 +29,7 @@ type Subjects struct {
 	KVBucket       string // default "ARB_VIEWS"
 	AgentsBucket   string // the agents registry, default "ARB_AGENTS"
 	RateBucket     string // the fleet-wide rate windows of rules files, default "ARB_RATES"
+	NotifyConsumer string // the notifiers' consumers, "<name>_<k>" on each runs stream, default "arbiter_notify"
 }
 
 func (s Subjects) withDefaults() Subjects {
@@ -50,6 +51,7 @@ func (s Subjects) withDefaults() Subjects {
 		s.Shards = 1
 	}
 	def(&s.RateBucket, "ARB_RATES")
+	def(&s.NotifyConsumer, "arbiter_notify")
 	return s
 }
 
@@ -98,6 +100,13 @@ func WorkerPermissions(s Subjects) *server.Permissions {
 	}
 	for _, st := range s.runStreams() {
 		allow = append(allow, reads(st)...)
+	}
+	// The notifiers' consumers, one a shard, made by the admin's setup: a
+	// notifier (run with the worker's user) takes and acks approval
+	// requests from them, and may not change them.
+	for k, st := range s.runStreams() {
+		c := s.NotifyConsumer + "_" + strconv.Itoa(k)
+		allow = append(allow, "$JS.API.CONSUMER.INFO."+st+"."+c, "$JS.API.CONSUMER.MSG.NEXT."+st+"."+c, "$JS.ACK."+st+"."+c+".>")
 	}
 	allow = append(allow, reads(s.DecisionStream)...)
 	allow = append(allow, reads("KV_"+s.KVBucket)...)

@@ -23,9 +23,9 @@ var commands []command
 func init() {
 	commands = []command{
 		{"demo", "[--data DIR]", "run the end-to-end demo on an embedded JetStream and print the run's events", runDemo},
-		{"runs", "[--status S]", "list runs with their status", runRuns},
+		{"runs", "[--status S] [--agent A] [--after CURSOR]", "list runs newest first, a page at a time, with the console's filters", runRuns},
 		{"show", "RUN", "show a run: its row, steps and approvals", runShow},
-		{"events", "RUN", "print a run's events as a readable trace and verify its hash chain", runEvents},
+		{"events", "RUN [--follow]", "print a run's events as a readable trace and verify its hash chain", runEvents},
 		{"approvals", "", "list approvals waiting for a decision", runApprovals},
 		{"grant", "RUN APPROVAL --key FILE", "grant an approval, signed with an operator key", runGrant},
 		{"deny", "RUN APPROVAL --key FILE [--reason R]", "deny an approval, signed with an operator key", runDeny},
@@ -35,6 +35,9 @@ func init() {
 		{"cancel", "RUN [--reason R]", "cancel a run", runCancel},
 		{"policy", "check|test|diff FILE…", "check, test and diff rules files (exit 1 on a failed case or a widening diff)", runPolicy},
 		{"shadow", "RUN | --since TIME", "report where the shadow policy would have decided differently (exit 1 if it widens)", runShadow},
+		{"console", "--key FILE [--listen ADDR]", "serve the web console: runs, one run's trace, pending approvals live, grant and deny signed with the key", runConsole},
+		{"notify", "--webhook URL --secret-file F | --slack URL", "post a notice of each approval request to a signed JSON webhook or a Slack-compatible one", runNotify},
+		{"traces", "--otlp URL [--from-start]", "export an OpenTelemetry span per step of every run to an OTLP/HTTP endpoint", runTraces},
 		{"keygen", "--out FILE", "create an operator key (an nkeys user seed) and print its public key", runKeygen},
 		{"mcp", "tools|pin --config FILE", "review a worker config's MCP tools (class, pin status), or pin them in its lock file", runMCP},
 		{"setup", "[--shards K] [--replicas N]", "create or update the streams, work consumer and bucket (as the admin user)", runSetup},

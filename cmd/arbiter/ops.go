@@ -109,34 +109,6 @@ func runIDs(ctx context.Context, log *events.Log, k events.Kind) ([]string, erro
 	return ids, nil
 }
 
-func runRuns(ctx context.Context, args []string, out io.Writer) error {
-	var status string
-	c, _, err := setup(ctx, "runs", args, func(fs *flag.FlagSet) {
-		fs.StringVar(&status, "status", "", "only runs in this status (RUNNING, WAITING_FOR_APPROVAL, COMPLETED, FAILED, CANCELLED)")
-	})
-	if err != nil {
-		return err
-	}
-	defer c.close()
-	ids, err := runIDs(ctx, c.log, events.RunCreated)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(out, "%-32s %-22s %-24s %5s  %s\n", "RUN", "STATUS", "REASON", "STEPS", "UPDATED")
-	for _, id := range ids {
-		v, _, _, err := fold(ctx, c.log, id)
-		if err != nil {
-			fmt.Fprintf(out, "%-32s %-22s %v\n", id, "UNREADABLE", err)
-			continue
-		}
-		if status != "" && string(v.Run.Status) != status {
-			continue
-		}
-		fmt.Fprintf(out, "%-32s %-22s %-24s %5d  %s\n", id, v.Run.Status, v.Run.Reason, v.Run.Steps, v.Run.Updated.Format(time.RFC3339))
-	}
-	return nil
-}
-
 func runShow(ctx context.Context, args []string, out io.Writer) error {
 	c, pos, err := setup(ctx, "show", args, nil, "RUN")
 	if err != nil {
@@ -189,9 +161,10 @@ func showApproval(out io.Writer, run string, a projector.Approval) {
 }
 
 func runEvents(ctx context.Context, args []string, out io.Writer) error {
-	var raw bool
+	var raw, follow bool
 	c, pos, err := setup(ctx, "events", args, func(fs *flag.FlagSet) {
 		fs.BoolVar(&raw, "json", false, "print each stored event as JSON, one per line")
+		fs.BoolVar(&follow, "follow", false, "keep printing the run's events as they are stored, until it ends")
 	}, "RUN")
 	if err != nil {
 		return err
@@ -209,6 +182,9 @@ func runEvents(ctx context.Context, args []string, out io.Writer) error {
 	}
 	fmt.Fprintf(out, "run %s: %d events, hash chain verified to the log's last message for the run\n", pos[0], len(recs))
 	printTrace(out, recs)
+	if follow && len(recs) > 0 && !recs[len(recs)-1].Event.Kind.Terminal() {
+		return followEvents(ctx, c.log, pos[0], recs[len(recs)-1].Tail(), out)
+	}
 	return nil
 }
 

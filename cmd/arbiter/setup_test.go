@@ -37,16 +37,17 @@ func TestSetup_TwiceChangesNothingTheSecondTime(t *testing.T) {
 	if err := runSetup(t.Context(), args, &first); err != nil {
 		t.Fatalf("first setup: %v\n%s", err, first.String())
 	}
-	want := "created stream ARB_RUNS_0\ncreated stream ARB_RUNS_1\ncreated stream ARB_DECISIONS\ncreated stream ARB_WORK\n" +
+	want := "created stream ARB_RUNS_0\ncreated stream ARB_RUNS_1\ncreated consumer ARB_RUNS_0/arbiter_notify_0\ncreated consumer ARB_RUNS_1/arbiter_notify_1\n" +
+		"created stream ARB_DECISIONS\ncreated stream ARB_WORK\n" +
 		"created consumer ARB_WORK/arb-workers\ncreated stream KV_ARB_VIEWS\ncreated stream KV_ARB_AGENTS\ncreated stream KV_ARB_RATES\n" +
-		"set up " + srv.ClientURL() + ": 8 created, 0 updated, 0 unchanged (2 shard(s), 1 replica(s))\n"
+		"set up " + srv.ClientURL() + ": 10 created, 0 updated, 0 unchanged (2 shard(s), 1 replica(s))\n"
 	if first.String() != want {
 		t.Errorf("first setup printed:\n%s\nwant:\n%s", first.String(), want)
 	}
 	if err := runSetup(t.Context(), args, &second); err != nil {
 		t.Fatalf("second setup: %v", err)
 	}
-	if !strings.Contains(second.String(), ": 0 created, 0 updated, 8 unchanged") || strings.Contains(second.String(), "created stream") {
+	if !strings.Contains(second.String(), ": 0 created, 0 updated, 10 unchanged") || strings.Contains(second.String(), "created stream") {
 		t.Errorf("second setup printed:\n%s\nwant every resource unchanged", second.String())
 	}
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/arbiter-run/arbiter/events"
 	"github.com/arbiter-run/arbiter/fleet"
+	"github.com/arbiter-run/arbiter/notify"
 	"github.com/arbiter-run/arbiter/rules/kvwindows"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -50,8 +51,14 @@ func Run(ctx context.Context, js jetstream.JetStream, lc events.Config, fc fleet
 		}
 		before[i] = cfg
 	}
-	if _, err := events.Open(ctx, js, lc); err != nil {
+	log, err := events.Open(ctx, js, lc)
+	if err != nil {
 		return nil, err
+	}
+	for k := 0; k < log.Config().Shards; k++ {
+		if _, err := js.CreateOrUpdateConsumer(ctx, log.StreamName(k), notify.ConsumerConfig(log, k, "")); err != nil {
+			return nil, fmt.Errorf("set up the notifiers' consumer on %s: %w", log.StreamName(k), err)
+		}
 	}
 	if _, err := fleet.Setup(ctx, js, fc); err != nil {
 		return nil, err
@@ -121,6 +128,9 @@ func resources(lc events.Config, fc fleet.Config) []resource {
 	var out []resource
 	for k := 0; k < l.Shards; k++ {
 		out = append(out, resource{kind: "stream", stream: l.Stream + "_" + fmt.Sprint(k)})
+	}
+	for k := 0; k < l.Shards; k++ {
+		out = append(out, resource{kind: "consumer", stream: l.Stream + "_" + fmt.Sprint(k), consumer: notify.DefaultDurable + "_" + fmt.Sprint(k)})
 	}
 	return append(out,
 		resource{kind: "stream", stream: l.DecisionStream},

@@ -62,7 +62,8 @@ func TestRun_CreatesThenChangesNothing(t *testing.T) {
 		t.Fatalf("first setup: %v", err)
 	}
 	want := []string{
-		"created stream ARB_RUNS_0", "created stream ARB_RUNS_1", "created stream ARB_DECISIONS",
+		"created stream ARB_RUNS_0", "created stream ARB_RUNS_1",
+		"created consumer ARB_RUNS_0/arbiter_notify_0", "created consumer ARB_RUNS_1/arbiter_notify_1", "created stream ARB_DECISIONS",
 		"created stream ARB_WORK", "created consumer ARB_WORK/arb-workers", "created stream KV_ARB_VIEWS",
 		"created stream KV_ARB_AGENTS", "created stream KV_ARB_RATES",
 	}
@@ -100,7 +101,7 @@ func TestRun_CreatesThenChangesNothing(t *testing.T) {
 	}
 	for _, c := range third {
 		want := "unchanged"
-		if c.Kind == "consumer" {
+		if c.Name == "ARB_WORK/arb-workers" { // the work queue's ack wait
 			want = "updated"
 		}
 		if c.Action != want {

@@ -1,0 +1,201 @@
+package console_test
+
+import (
+	"context"
+	"flag"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/page"
+	"github.com/chromedp/chromedp"
+)
+
+var screenshots = flag.String("screenshots", "", "directory the browser tests write screenshots of the main pages to (docs/ in the repository)")
+
+// browser starts headless Chromium for the test, failing it on any
+// JavaScript dialog (alert, confirm, prompt): nothing on a console page may
+// open one, and a hostile presentation would. It skips when Chromium is
+// not installed, except in CI, where .ci/run installs it.
+func browser(t *testing.T, dialogs *atomic.Int32) context.Context {
+	t.Helper()
+	path := ""
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			path = p
+			break
+		}
+	}
+	if path == "" {
+		if os.Getenv("CI") != "" {
+			t.Fatal("chromium is not installed (.ci/run installs it with apt-get)")
+		}
+		t.Skip("chromium is not installed: apt-get install -y chromium")
+	}
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(path), chromedp.NoSandbox, chromedp.DisableGPU, chromedp.WindowSize(1280, 1000))
+	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancelB := chromedp.NewContext(actx)
+	t.Cleanup(func() { cancelB(); cancelA() })
+	if err := chromedp.Do(ctx); err != nil {
+		t.Fatalf("start chromium: %v", err)
+	}
+	opened := chromedp.Events(ctx, page.JavascriptDialogOpening)
+	go func() {
+		for ev, err := range opened {
+			if err != nil {
+				return
+			}
+			dialogs.Add(1)
+			t.Errorf("a JavaScript dialog opened: %q", ev.Message)
+			_, _ = chromedp.Call(ctx, page.HandleJavaScriptDialog, page.HandleJavaScriptDialogParams{Accept: false})
+		}
+	}()
+	return ctx
+}
+
+// run runs actions with a deadline, failing the test on error.
+func run(t *testing.T, ctx context.Context, what string, actions ...chromedp.Action[chromedp.Void]) {
+	t.Helper()
+	c, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	if err := chromedp.Do(c, actions...); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+}
+
+// waitText polls sel's text until it contains want.
+func waitText(t *testing.T, ctx context.Context, sel, want string) {
+	t.Helper()
+	var got string
+	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		c, cancel := context.WithTimeout(ctx, 5*time.Second)
+		text, err := chromedp.Run(c, chromedp.Text(chromedp.CSS(sel)))
+		got = text
+		cancel()
+		if err == nil && strings.Contains(got, want) {
+			return
+		}
+	}
+	t.Fatalf("%s never showed %q (last: %q)", sel, want, got)
+}
+
+// evaluate runs expression in the page and returns its value.
+func evaluate[T any](t *testing.T, ctx context.Context, expression string) T {
+	t.Helper()
+	c, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	v, err := chromedp.Run(c, chromedp.Evaluate[T](expression))
+	if err != nil {
+		t.Fatalf("evaluate %s: %v", expression, err)
+	}
+	return v
+}
+
+func shoot(t *testing.T, ctx context.Context, name string) {
+	t.Helper()
+	if *screenshots == "" {
+		return
+	}
+	c, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	png, err := chromedp.Run(c, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatalf("screenshot %s: %v", name, err)
+	}
+	if err := os.WriteFile(filepath.Join(*screenshots, name), png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// pwn is a presentation that would set window.__pwned if any of it ran:
+// a script, an onerror attribute, a javascript: link, and a quote that
+// would end an attribute.
+const pwn = `{"note":"<script>window.__pwned=1</script><img src=x onerror=\"window.__pwned=2;alert(2)\"><a id=\"evil\" href=\"javascript:window.__pwned=3\">click me</a>\"'>","to":"ops"}`
+
+// TestBrowser_ListOpenGrantComplete: in real Chromium, an operator opens
+// the printed URL, sees the runs, watches a pending approval appear live,
+// opens it (its hostile presentation is text, nothing runs), grants it;
+// a worker records the grant and the run page shows the run completed.
+func TestBrowser_ListOpenGrantComplete(t *testing.T) {
+	e := newEnv(t, envConfig{})
+	var dialogs atomic.Int32
+	ctx := browser(t, &dialogs)
+	e.complete(t, "run-done", "mail")
+
+	run(t, ctx, "open the printed URL", chromedp.Navigate(e.srv.URL+"/?token="+e.console.Token()))
+	waitText(t, ctx, "#runs tbody", "run-done")
+	waitText(t, ctx, "#runs tbody", "COMPLETED")
+
+	run(t, ctx, "open pending approvals", chromedp.Navigate(e.srv.URL+"/approvals"),
+		chromedp.WaitReady(chromedp.CSS(`body[data-live="1"]`)))
+	e.pause(t, "run-wait", pwn)
+	waitText(t, ctx, "#pending", "run run-wait")
+	shoot(t, ctx, "console-approvals.png")
+
+	run(t, ctx, "open the run", chromedp.Click(chromedp.CSS(`#pending a`)), chromedp.WaitVisible(chromedp.CSS("#decide")))
+	waitText(t, ctx, "#presentation", `<script>window.__pwned=1</script>`)
+	waitText(t, ctx, "#presentation", `onerror=`)
+	pwned := evaluate[bool](t, ctx, `window.__pwned !== undefined`)
+	injected := evaluate[int](t, ctx, `document.querySelectorAll("#evil, img, #presentation *, #args *").length`)
+	if pwned || injected != 0 {
+		t.Errorf("hostile presentation ran (window.__pwned set: %v) or became elements (%d)", pwned, injected)
+	}
+	waitText(t, ctx, "#signing", e.console.Operator())
+	shoot(t, ctx, "console-run-waiting.png")
+
+	run(t, ctx, "grant", chromedp.SendKeys(chromedp.CSS("#reason"), "checked the recipient"),
+		chromedp.Click(chromedp.CSS("#grant")), chromedp.WaitVisible(chromedp.CSS("#published")))
+	if got := e.published(t, "run-wait"); len(got) != 1 || got[0].Reason != "checked the recipient" {
+		t.Fatalf("published %+v, want one grant with the typed reason", got)
+	}
+	// A worker records the grant and finishes the run; the page follows.
+	if v := e.resume(t, "run-wait", pwn); v.Run.Status != "COMPLETED" {
+		t.Fatalf("run %s after the grant, want COMPLETED", v.Run.Status)
+	}
+	waitText(t, ctx, "#status", "COMPLETED")
+	waitText(t, ctx, "#approvals", "consumed")
+	shoot(t, ctx, "console-run-completed.png")
+	run(t, ctx, "list", chromedp.Navigate(e.srv.URL+"/"))
+	waitText(t, ctx, "#runs tbody", "run-wait")
+	shoot(t, ctx, "console-runs.png")
+	if n := dialogs.Load(); n != 0 {
+		t.Errorf("%d dialogs opened", n)
+	}
+}
+
+// TestBrowser_Refusals: a browser without the token is refused, and a
+// decision whose CSRF token was changed is refused and publishes nothing.
+func TestBrowser_Refusals(t *testing.T) {
+	e := newEnv(t, envConfig{})
+	var dialogs atomic.Int32
+	ctx := browser(t, &dialogs)
+	e.pause(t, "run-a", `{"note":"x"}`)
+
+	run(t, ctx, "no token", chromedp.Navigate(e.srv.URL+"/runs/run-a"))
+	body := evaluate[string](t, ctx, `document.body.innerText`)
+	if !strings.Contains(body, "no access token") || strings.Contains(body, "WAITING") {
+		t.Errorf("without the token the page says %q", body)
+	}
+	run(t, ctx, "wrong CSRF",
+		chromedp.Navigate(e.srv.URL+"/runs/run-a?token="+e.console.Token()),
+		chromedp.WaitVisible(chromedp.CSS("#decide")),
+		chromedp.SetValue(chromedp.CSS(`input[name="csrf"]`), "forged"),
+		chromedp.Click(chromedp.CSS("#grant")),
+		chromedp.WaitReady(chromedp.CSS("body")),
+	)
+	waitText(t, ctx, "body", "CSRF token")
+	if got := e.published(t, "run-a"); len(got) != 0 {
+		t.Errorf("%d decisions published with a forged CSRF token, want 0", len(got))
+	}
+	// The same form with the page's own token goes through.
+	run(t, ctx, "right CSRF", chromedp.Navigate(e.srv.URL+"/runs/run-a"), chromedp.WaitVisible(chromedp.CSS("#decide")),
+		chromedp.Click(chromedp.CSS("#deny")), chromedp.WaitVisible(chromedp.CSS("#published")))
+	if got := e.published(t, "run-a"); len(got) != 1 {
+		t.Errorf("%d decisions published with the page's token, want 1", len(got))
+	}
+}

@@ -1,0 +1,154 @@
+package console
+
+import (
+	"context"
+	"crypto/rand"
+	"embed"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"net/http"
+	"time"
+
+	"github.com/arbiter-run/arbiter/events"
+	"github.com/arbiter-run/arbiter/fleet"
+	"github.com/nats-io/nkeys"
+)
+
+// Errors the console answers with. A handler maps them to HTTP statuses.
+var (
+	// ErrBadRequest marks a request the console cannot read: a malformed
+	// cursor, filter or form.
+	ErrBadRequest = errors.New("bad request")
+	// ErrStale marks a decision on an approval that is no longer what the
+	// operator was shown: it was decided, or its hash differs.
+	ErrStale = errors.New("approval is not what the page showed")
+)
+
+//go:embed templates/*.html
+var templateFS embed.FS
+
+//go:embed static
+var staticFS embed.FS
+
+// Config is what a console serves. Log, Queue and Key are required.
+type Config struct {
+	// Log is the runs log, attached with the operator's NATS user.
+	Log *events.Log
+	// Queue is the fleet's work queue: a decision is followed by a nudge.
+	Queue *fleet.Queue
+	// Key is the operator's key pair (an nkeys user seed): it signs every
+	// decision made through this console.
+	Key nkeys.KeyPair
+	// PageSize is the number of runs a page lists. Default 50, at most 500.
+	PageSize int
+	// ScanLimit bounds how many runs one filtered page folds to fill
+	// itself (a filter by agent, actor, or a live status). Default 20 pages'
+	// worth.
+	ScanLimit int
+	// Poll is how often the live approvals feed looks for new approval
+	// events. Default 250ms.
+	Poll time.Duration
+	// Now is the clock decisions are signed by. Default time.Now.
+	Now func() time.Time
+}
+
+func (c Config) withDefaults() Config {
+	if c.PageSize == 0 {
+		c.PageSize = 50
+	}
+	if c.ScanLimit == 0 {
+		c.ScanLimit = 20 * c.PageSize
+	}
+	if c.Poll == 0 {
+		c.Poll = 250 * time.Millisecond
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return c
+}
+
+// Validate reports a configuration that cannot work, naming the field.
+func (c Config) Validate() error {
+	switch {
+	case c.Log == nil:
+		return errors.New("console config: no Log")
+	case c.Queue == nil:
+		return errors.New("console config: no Queue")
+	case c.Key == nil:
+		return errors.New("console config: no operator Key")
+	case c.PageSize < 0 || c.PageSize > 500:
+		return fmt.Errorf("console config: page size %d (want 1..500)", c.PageSize)
+	case c.ScanLimit < 0:
+		return fmt.Errorf("console config: negative scan limit %d", c.ScanLimit)
+	}
+	if _, err := c.Key.PublicKey(); err != nil {
+		return fmt.Errorf("console config: operator key: %w", err)
+	}
+	if _, err := c.Key.Seed(); err != nil {
+		return fmt.Errorf("console config: operator key cannot sign (a public key, not a seed?): %w", err)
+	}
+	return nil
+}
+
+// Server is a console. Its [Server.Handler] serves every page; each needs
+// the server's access token, and each decision its CSRF token.
+type Server struct {
+	cfg      Config
+	operator string
+	token    string
+	csrf     string
+	tmpl     *template.Template
+	pending  *pendingFeed
+}
+
+// New returns a console for cfg with a fresh random access token and CSRF
+// token. It does no I/O: the live feed starts with [Server.Run].
+func New(cfg Config) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	pub, _ := cfg.Key.PublicKey()
+	tmpl, err := template.New("").Funcs(funcs).ParseFS(templateFS, "templates/*.html")
+	if err != nil {
+		return nil, fmt.Errorf("console templates: %w", err)
+	}
+	s := &Server{cfg: cfg, operator: pub, token: random(), csrf: random(), tmpl: tmpl}
+	s.pending = newPendingFeed(cfg.Log, cfg.Poll)
+	return s, nil
+}
+
+func random() string {
+	b := make([]byte, 32)
+	_, _ = rand.Read(b) // crypto/rand.Read never fails (Go 1.24)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// Token is the access token: open "/?token=" + Token() once, and the
+// browser keeps it as a cookie.
+func (s *Server) Token() string { return s.token }
+
+// Operator is the public key decisions are signed with.
+func (s *Server) Operator() string { return s.operator }
+
+// Run follows approval events for the live pending page until ctx is
+// done. It returns the error that stopped it, or nil when ctx ended.
+func (s *Server) Run(ctx context.Context) error { return s.pending.run(ctx) }
+
+// Handler returns the console's HTTP handler.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	static, _ := fs.Sub(staticFS, "static")
+	mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))
+	mux.HandleFunc("GET /{$}", s.handleRuns)
+	mux.HandleFunc("GET /runs/{run}", s.handleRun)
+	mux.HandleFunc("GET /runs/{run}/live", s.handleRunLive)
+	mux.HandleFunc("GET /approvals", s.handleApprovals)
+	mux.HandleFunc("GET /approvals/live", s.handleApprovalsLive)
+	mux.HandleFunc("POST /runs/{run}/approvals/{approval}", s.handleDecide)
+	return s.guard(mux)
+}

@@ -1,0 +1,255 @@
+package notify
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/arbiter-run/arbiter/events"
+	"github.com/arbiter-run/arbiter/projector"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Config is what a notifier sends where. Log and Endpoints are required.
+type Config struct {
+	// Log is the runs log. The notifier's NATS user needs the consumer
+	// API on the runs streams (the worker user has it; the operator user
+	// does not).
+	Log       *events.Log
+	Endpoints []Endpoint
+	// Durable names the consumers notifiers share ("<Durable>_<k>" on
+	// shard k). Every notifier that must not repeat another's notices
+	// uses the same name. Default "arbiter_notify".
+	Durable string
+	// ConsoleURL is the console's base address (http://127.0.0.1:7788);
+	// each notice links to the run's page under it. Empty: no link.
+	ConsoleURL string
+	// Attempts bounds the posts of one notice to one endpoint. Default 6.
+	Attempts int
+	// Backoff is the wait after the first failed attempt; it doubles after
+	// each, up to half the consumer's ack wait (15s), so the request
+	// never passes to another notifier while this one retries. Default 500ms.
+	Backoff time.Duration
+	// Client posts the notices. Default: a client with a 10s timeout.
+	Client *http.Client
+	// Report is told of what the notifier gave up on (a notice no endpoint
+	// took after its attempts, an event it cannot read), and goes on.
+	// Default: nothing is told.
+	Report func(error)
+}
+
+func (c Config) withDefaults() Config {
+	if c.Durable == "" {
+		c.Durable = DefaultDurable
+	}
+	if c.Attempts == 0 {
+		c.Attempts = 6
+	}
+	if c.Backoff == 0 {
+		c.Backoff = 500 * time.Millisecond
+	}
+	if c.Client == nil {
+		c.Client = &http.Client{Timeout: 10 * time.Second}
+	}
+	if c.Report == nil {
+		c.Report = func(error) {}
+	}
+	return c
+}
+
+// Validate reports a configuration that cannot work, naming the field.
+func (c Config) Validate() error {
+	if c.Log == nil {
+		return errors.New("notify config: no Log")
+	}
+	if len(c.Endpoints) == 0 {
+		return errors.New("notify config: no endpoints")
+	}
+	for _, e := range c.Endpoints {
+		if err := e.Validate(); err != nil {
+			return fmt.Errorf("notify config: %w", err)
+		}
+	}
+	if c.Attempts < 0 || c.Backoff < 0 {
+		return fmt.Errorf("notify config: negative attempts %d or backoff %s", c.Attempts, c.Backoff)
+	}
+	return nil
+}
+
+// Notifier follows approval requests and posts a notice of each.
+type Notifier struct{ cfg Config }
+
+// New returns a notifier for cfg. It does no I/O.
+func New(cfg Config) (*Notifier, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Notifier{cfg: cfg.withDefaults()}, nil
+}
+
+// ackWait is how long a notice may go unacknowledged before its request is
+// given to another notifier; a notifier retrying an endpoint says it is
+// still at work well within it.
+const ackWait = 30 * time.Second
+
+// ConsumerConfig is the durable consumer notifiers named durable share on
+// shard k's stream ("<durable>_<k>"; the default name when durable is
+// empty): every approval request, acknowledged once noticed. The
+// administrator's setup creates it for the default name.
+func ConsumerConfig(log *events.Log, k int, durable string) jetstream.ConsumerConfig {
+	if durable == "" {
+		durable = DefaultDurable
+	}
+	return jetstream.ConsumerConfig{
+		Durable:       durable + "_" + strconv.Itoa(k),
+		FilterSubject: log.KindFilter(k, events.ApprovalRequested),
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       ackWait,
+		MaxDeliver:    -1,
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+	}
+}
+
+// DefaultDurable is the default name of the notifiers' consumers.
+const DefaultDurable = "arbiter_notify"
+
+// Run follows every shard until ctx is done (nil) or a shard's consumer
+// fails (its error).
+func (n *Notifier) Run(ctx context.Context) error {
+	log := n.cfg.Log
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errc := make(chan error, log.Config().Shards)
+	for k := range log.Config().Shards {
+		stream := log.StreamName(k)
+		cc := ConsumerConfig(log, k, n.cfg.Durable)
+		// The administrator's setup makes the consumers (workers may not);
+		// where nobody did and this user may, the notifier makes them.
+		cons, err := log.JetStream().Consumer(ctx, stream, cc.Durable)
+		if errors.Is(err, jetstream.ErrConsumerNotFound) {
+			cons, err = log.JetStream().CreateOrUpdateConsumer(ctx, stream, cc)
+		}
+		if err != nil {
+			return fmt.Errorf("notify: consumer %s on %s (arbiter setup makes it): %w", cc.Durable, stream, err)
+		}
+		go func() { errc <- n.follow(ctx, cons, stream) }()
+	}
+	var first error
+	for range log.Config().Shards {
+		if err := <-errc; err != nil && first == nil {
+			first = err
+			cancel()
+		}
+	}
+	return first
+}
+
+func (n *Notifier) follow(ctx context.Context, cons jetstream.Consumer, stream string) error {
+	for {
+		m, err := cons.Next(jetstream.FetchMaxWait(time.Second))
+		switch {
+		case ctx.Err() != nil:
+			if m != nil {
+				_ = m.Nak()
+			}
+			return nil
+		case errors.Is(err, nats.ErrTimeout) || errors.Is(err, jetstream.ErrNoMessages):
+			continue
+		case err != nil:
+			return fmt.Errorf("notify: read %s: %w", stream, err)
+		}
+		if err := n.handle(ctx, m); err != nil {
+			if ctx.Err() != nil {
+				// Stopped mid-delivery: another notifier (or this one
+				// restarted) sends it.
+				_ = m.Nak()
+				return nil
+			}
+			n.cfg.Report(err)
+		}
+		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		err = m.DoubleAck(actx)
+		cancel()
+		if err != nil && ctx.Err() == nil {
+			return fmt.Errorf("notify: ack on %s: %w", stream, err)
+		}
+	}
+}
+
+// handle sends the notice of one approval.requested message, unless its
+// approval no longer waits (it was decided or expired before this
+// notifier got to it, or the notifier started after).
+func (n *Notifier) handle(ctx context.Context, m jetstream.Msg) error {
+	e, err := events.Decode(m.Data())
+	if err == nil {
+		err = n.cfg.Log.CheckSubject(m.Subject(), e)
+	}
+	if err != nil {
+		return fmt.Errorf("notify: message on %s: %w", m.Subject(), err)
+	}
+	b, err := events.DecodeBody[events.PolicyBody](e)
+	if err != nil || b.Approval == nil {
+		return fmt.Errorf("notify: run %s event %s: no approval request in it (%v)", e.Run, e.ID, err)
+	}
+	recs, _, err := n.cfg.Log.Read(ctx, e.Run)
+	if err != nil {
+		return fmt.Errorf("notify: read run %s: %w", e.Run, err)
+	}
+	evs := make([]events.Event, len(recs))
+	for i, r := range recs {
+		evs[i] = r.Event
+	}
+	v, err := projector.Fold(evs...)
+	if err != nil {
+		return fmt.Errorf("notify: run %s does not fold: %w", e.Run, err)
+	}
+	a := v.Approval(b.Approval.ID)
+	if a == nil || a.State != projector.Pending || v.Run.Status != projector.Waiting {
+		return nil
+	}
+	notice := Notice{Delivery: a.ID, Run: e.Run, Approval: a.ID, Kind: a.Kind, Tool: a.Tool, Reason: a.Reason, Hash: a.Hash, Time: a.Requested, Expires: a.ExpiresAt}
+	if n.cfg.ConsoleURL != "" {
+		notice.URL = n.cfg.ConsoleURL + "/runs/" + e.Run
+	}
+	var errs []error
+	for _, ep := range n.cfg.Endpoints {
+		if err := n.deliver(ctx, m, ep, notice); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// deliver posts notice to ep, retrying with a doubling wait, and tells the
+// server the message is still in hand between attempts.
+func (n *Notifier) deliver(ctx context.Context, m jetstream.Msg, ep Endpoint, notice Notice) error {
+	data, err := body(ep, notice)
+	if err != nil {
+		return err
+	}
+	wait := n.cfg.Backoff
+	var last error
+	for attempt := 1; attempt <= n.cfg.Attempts; attempt++ {
+		if last = post(ctx, n.cfg.Client, ep, notice, data, time.Now()); last == nil || errors.Is(last, ErrRefused) {
+			break
+		}
+		if attempt == n.cfg.Attempts {
+			break
+		}
+		_ = m.InProgress()
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, ackWait/2)
+	}
+	if last != nil {
+		return fmt.Errorf("notify: approval %s of run %s to %s: gave up: %w", notice.Approval, notice.Run, ep.Name, last)
+	}
+	return nil
+}
