@@ -260,6 +260,9 @@ func (d *Driver) Refresh(ctx context.Context, r *Run) error {
 	if err != nil {
 		return err
 	}
+	// What came from a snapshot is still unverified with the events after
+	// it folded on top.
+	nr.cached = r.cached
 	*r = *nr
 	return nil
 }

@@ -69,6 +69,12 @@ func TestSnapshot_ForgedGrantNeverResumes(t *testing.T) {
 			if err != nil {
 				t.Fatalf("load from the forged snapshot: %v", err)
 			}
+			// Events appended after the snapshot and folded on top of it
+			// do not make it trusted (a refused decision, here).
+			appendEvent(t, p.log, p.r.ID(), events.ApprovalRefused, events.RefusedBody{Approval: second.ID, Intake: 1 << 30, Reason: "test"})
+			if err := p.d.Refresh(t.Context(), r); err != nil {
+				t.Fatal(err)
+			}
 			drive(t, p.d, r, p.agent)
 			wantCount(t, p.send, 1)
 			v := r.View()
