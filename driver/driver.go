@@ -45,6 +45,13 @@ type Config struct {
 	// Operators whose signed decisions are accepted. Empty: no grant or
 	// denial is ever accepted.
 	Operators approvals.Operators
+	// Withheld, when set, says which tools the runtime knows of and
+	// refuses to offer right now, and why (MCP tools that are not as they
+	// were pinned: mcp.Set.Withheld). It is asked before every step; a
+	// change is recorded on the run (run.tools) before the step, a tool it
+	// names is not shown to the agent, and a request for it is refused as
+	// an unknown tool, whatever the policy says.
+	Withheld func() []events.WithheldTool
 	// ClockSkew is how far a decision's signing time may lie before its
 	// request or after its receipt (see [approvals.Check]). Default
 	// [approvals.DefaultSkew].
@@ -194,7 +201,7 @@ func (d *Driver) Create(ctx context.Context, id, agent string, input json.RawMes
 // CreateAs is [Driver.Create] recording who asked for the run (nil: nobody
 // named) and the surface the request came through, for policies to see.
 func (d *Driver) CreateAs(ctx context.Context, id, agent string, input json.RawMessage, actor *events.Actor, surface string) (*Run, error) {
-	body := events.RunCreatedBody{Tools: d.Tools(), Limits: d.cfg.Limits, Input: input, Agent: agent, Actor: actor.Clone(), Surface: surface}
+	body := events.RunCreatedBody{Tools: d.Tools(), Limits: d.cfg.Limits, Input: input, Agent: agent, Actor: actor.Clone(), Surface: surface, Withheld: d.withheld()}
 	r := &Run{}
 	if err := d.append(ctx, r, id, events.RunCreated, body); err != nil {
 		return nil, err

@@ -67,8 +67,9 @@ func (d *Driver) advance(ctx context.Context, r *Run, agent Agent) (bool, error)
 	}
 	// Record the tool set this driver evaluates with before any evaluation,
 	// resumes included, so replay finds every spec by its hash.
-	if !toolsEqual(v.Run.Tools, d.specs) {
-		return true, d.append(ctx, r, r.ID(), events.RunTools, events.RunToolsBody{Tools: d.Tools()})
+	withheld := d.withheld()
+	if !toolsEqual(v.Run.Tools, d.specs) || !withheldEqual(v.Run.Withheld, withheld) {
+		return true, d.append(ctx, r, r.ID(), events.RunTools, events.RunToolsBody{Tools: d.Tools(), Withheld: withheld})
 	}
 	if r.cached && !d.asksAgentNext(v) {
 		// Anything but asking the agent rests on what the run recorded:
@@ -296,20 +297,57 @@ func (d *Driver) stepInput(v *projector.View) StepInput {
 	return StepInput{Run: c.Run, Steps: c.Steps, Approvals: c.Approvals, Tools: d.shown(v, c.Run.Tools), Model: c.Model}
 }
 
-// shown is tools without those the policy hides (the discovery phase; see
+// shown is tools without those the run records as withheld (see
+// Config.Withheld) and those the policy hides (the discovery phase; see
 // [policy.Discoverer]).
 func (d *Driver) shown(v *projector.View, tools []events.ToolSpec) []events.ToolSpec {
-	if !policy.Discovers(d.policy) {
+	discovers := policy.Discovers(d.policy)
+	if !discovers && len(v.Run.Withheld) == 0 {
 		return tools
 	}
-	pv := v.Clone()
+	var pv projector.View
+	if discovers {
+		pv = v.Clone()
+	}
 	out := make([]events.ToolSpec, 0, len(tools))
 	for _, t := range tools {
-		if policy.Visible(d.policy, t, pv) {
+		if isWithheld(v.Run.Withheld, t.Name) {
+			continue
+		}
+		if !discovers || policy.Visible(d.policy, t, pv) {
 			out = append(out, t)
 		}
 	}
 	return out
+}
+
+// withheld is what Config.Withheld says now, nil without it.
+func (d *Driver) withheld() []events.WithheldTool {
+	if d.cfg.Withheld == nil {
+		return nil
+	}
+	return d.cfg.Withheld()
+}
+
+func isWithheld(ws []events.WithheldTool, name string) bool {
+	for _, w := range ws {
+		if w.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+func withheldEqual(a, b []events.WithheldTool) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
 }
 
 func toolsEqual(a, b []events.ToolSpec) bool {
@@ -359,7 +397,7 @@ func (d *Driver) judge(ctx context.Context, run string, v *projector.View, n int
 	if ct == nil {
 		return refuse(events.ObsUnknownTool, fmt.Sprintf("no tool named %q (tools: %s)", s.Decision.Tool, d.toolNames()))
 	}
-	if policy.Discovers(d.policy) && !policy.Visible(d.policy, ct.Record, v.Clone()) {
+	if isWithheld(v.Run.Withheld, ct.Spec.Name) || (policy.Discovers(d.policy) && !policy.Visible(d.policy, ct.Record, v.Clone())) {
 		// A hidden tool is refused as if it did not exist: the agent is
 		// told nothing about it.
 		var names []string

@@ -66,6 +66,8 @@ type RunCreatedBody struct {
 	Actor *Actor `json:"actor,omitempty"`
 	// Surface is where the request came from ("api", "mcp", "cli").
 	Surface string `json:"surface,omitempty"`
+	// Withheld are the tools known and not offered when the run was made.
+	Withheld []WithheldTool `json:"withheld,omitempty"`
 }
 
 // Actor is who asked for a run: what policies may condition on.
@@ -96,6 +98,24 @@ func (a *Actor) Clone() *Actor {
 // RunToolsBody is the body of [RunTools]: the whole new tool set.
 type RunToolsBody struct {
 	Tools []ToolSpec `json:"tools"`
+	// Withheld are the tools the runtime knows of and does not offer now,
+	// with why (see [WithheldTool]).
+	Withheld []WithheldTool `json:"withheld,omitempty"`
+}
+
+// WithheldTool is a tool the runtime knows of and refuses to offer: an MCP
+// tool that is not as it was reviewed and pinned (changed, new, renamed,
+// gone, unusable). It is recorded on every run it is withheld from, at the
+// point it was, so the run's own log says what was refused and why; the
+// agent is not shown it, and a request for it is refused as unknown.
+type WithheldTool struct {
+	// Name is the name it is, or would be, offered under.
+	Name   string `json:"name"`
+	Server string `json:"server,omitempty"`
+	// Status is why: changed, new, renamed, missing or unusable.
+	Status string `json:"status"`
+	// Change says what differs from what was reviewed.
+	Change string `json:"change,omitempty"`
 }
 
 // StepDecidedBody is the body of [StepDecided]: the agent's decision exactly

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 
 	"github.com/arbiter-run/arbiter/driver"
+	"github.com/arbiter-run/arbiter/events"
 )
 
 // Set is the configured MCP servers, connected, and the tools they offer.
@@ -91,4 +93,31 @@ func (s *Set) Close() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// Withheld lists, from the last review of every server's tools (on
+// connect, reconnect and every list-changed), the tools that are not as
+// they were pinned and so are not offered: changed, new, renamed, missing
+// or unusable, sorted by name. A driver given it (driver.Config.Withheld)
+// records the list on each run when it changes and refuses those tools
+// while they are in it, so a tool that changes while a worker runs stops
+// being offered at once, and every run's log says so.
+func (s *Set) Withheld() []events.WithheldTool {
+	var out []events.WithheldTool
+	for _, srv := range s.servers {
+		srv.mu.Lock()
+		for _, r := range srv.reviews {
+			if r.Status == Pinned {
+				continue
+			}
+			name := r.Name
+			if name == "" {
+				name = r.Server + "__" + r.Tool
+			}
+			out = append(out, events.WithheldTool{Name: name, Server: r.Server, Status: string(r.Status), Change: r.Change})
+		}
+		srv.mu.Unlock()
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
 }

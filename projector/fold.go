@@ -82,7 +82,10 @@ func (v *View) apply(e events.Event, known any) error {
 	case events.RunCreated:
 		return applyBody(v, e, known, v.created)
 	case events.RunTools:
-		return applyBody(v, e, known, func(e events.Event, b events.RunToolsBody) error { v.Run.Tools = b.Tools; return nil })
+		return applyBody(v, e, known, func(e events.Event, b events.RunToolsBody) error {
+			v.Run.Tools, v.Run.Withheld = b.Tools, b.Withheld
+			return nil
+		})
 	case events.StepDecided:
 		return applyBody(v, e, known, v.decided)
 	case events.StepPolicy, events.ApprovalRequested:
@@ -123,7 +126,7 @@ func applyBody[T any](v *View, e events.Event, known any, fn func(events.Event, 
 func (v *View) created(e events.Event, b events.RunCreatedBody) error {
 	v.Run = Run{
 		ID: e.Run, Status: Running, Agent: b.Agent, Input: b.Input,
-		Tools: b.Tools, Limits: b.Limits, Created: e.Time,
+		Tools: b.Tools, Withheld: b.Withheld, Limits: b.Limits, Created: e.Time,
 		Actor: b.Actor, Surface: b.Surface,
 	}
 	return nil

@@ -63,7 +63,10 @@ type Run struct {
 	Surface string          `json:",omitempty"`
 	Input   json.RawMessage `json:",omitempty"`
 	Tools   []events.ToolSpec
-	Limits  events.Limits
+	// Withheld are the tools the runtime knew of and refused to offer, as
+	// last recorded (run.created or run.tools).
+	Withheld []events.WithheldTool `json:",omitempty"`
+	Limits   events.Limits
 	// Steps counts the steps decided.
 	Steps int
 	// FailuresInRow counts failed steps since the last success.
@@ -186,6 +189,7 @@ func (v View) Clone() View {
 	c.Run.Input = cloneRaw(v.Run.Input)
 	c.Run.Actor = v.Run.Actor.Clone()
 	c.Run.Tools = cloneTools(v.Run.Tools)
+	c.Run.Withheld = cloneSlice(v.Run.Withheld)
 	c.Steps = v.Steps.clone()
 	if v.Approvals != nil {
 		c.Approvals = make([]Approval, len(v.Approvals))

@@ -143,18 +143,23 @@ func loadConfig(path string) (Config, error) {
 // they offer, and what closes them. A missing lock file is an error: no
 // tool is offered before it is reviewed and pinned.
 func (c Config) mcpTools(ctx context.Context, logger *slog.Logger) ([]driver.Tool, func(), error) {
+	set, err := c.mcpSet(ctx, logger)
+	if err != nil || set == nil {
+		return nil, func() {}, err
+	}
+	return set.Tools(), func() { set.Close() }, nil
+}
+
+// mcpSet connects to the configured MCP servers (nil when there are none).
+func (c Config) mcpSet(ctx context.Context, logger *slog.Logger) (*mcp.Set, error) {
 	if len(c.MCP.Servers) == 0 {
-		return nil, func() {}, nil
+		return nil, nil
 	}
 	lock, err := mcp.ReadLock(c.MCP.Lock)
 	if err != nil {
-		return nil, nil, fmt.Errorf("mcp: %w (review with arbiter mcp tools, then write it with arbiter mcp pin)", err)
+		return nil, fmt.Errorf("mcp: %w (review with arbiter mcp tools, then write it with arbiter mcp pin)", err)
 	}
-	set, err := mcp.Connect(ctx, c.MCP, lock, mcp.Options{Logger: logger, Stderr: os.Stderr})
-	if err != nil {
-		return nil, nil, err
-	}
-	return set.Tools(), func() { set.Close() }, nil
+	return mcp.Connect(ctx, c.MCP, lock, mcp.Options{Logger: logger, Stderr: os.Stderr})
 }
 
 var demoScript = []CallConfig{

@@ -122,12 +122,17 @@ func run(ctx context.Context, f flags, logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	mcpTools, closeMCP, err := cfg.mcpTools(ctx, logger)
+	set, err := cfg.mcpSet(ctx, logger)
 	if err != nil {
 		return err
 	}
-	defer closeMCP()
-	d, err := buildDriver(cfg, f, log, logger, mcpTools...)
+	var mcpTools []driver.Tool
+	var withheld func() []events.WithheldTool
+	if set != nil {
+		defer set.Close()
+		mcpTools, withheld = set.Tools(), set.Withheld
+	}
+	d, err := buildDriver(cfg, f, log, logger, withheld, mcpTools...)
 	if err != nil {
 		return err
 	}
@@ -162,7 +167,7 @@ func run(ctx context.Context, f flags, logger *slog.Logger) error {
 	return err
 }
 
-func buildDriver(cfg Config, f flags, log *events.Log, logger *slog.Logger, extra ...driver.Tool) (*driver.Driver, error) {
+func buildDriver(cfg Config, f flags, log *events.Log, logger *slog.Logger, withheld func() []events.WithheldTool, extra ...driver.Tool) (*driver.Driver, error) {
 	sandbox := cfg.Sandbox
 	if sandbox == "" {
 		sandbox = filepath.Join(f.data, "sandbox")
@@ -217,6 +222,7 @@ func buildDriver(cfg Config, f flags, log *events.Log, logger *slog.Logger, extr
 	}
 	return driver.New(driver.Config{
 		Log: log, Policy: p, Shadow: shadow, Tools: tools, Limits: limits, ApprovalTTL: ttl, Operators: ops, Logger: logger,
+		Withheld: withheld,
 	})
 }
 
