@@ -8,12 +8,9 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
-	"strings"
 	"time"
 
 	"github.com/arbiter-run/arbiter/console"
-	"github.com/nats-io/nkeys"
 )
 
 // runConsole serves the operator's web console until ctx ends: thin wiring
@@ -30,16 +27,9 @@ func runConsole(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 	defer c.close()
-	if keyFile == "" {
-		return usageError{"--key FILE is required: the operator key that signs decisions"}
-	}
-	seed, err := os.ReadFile(keyFile)
+	kp, err := operatorKey(keyFile)
 	if err != nil {
 		return err
-	}
-	kp, err := nkeys.FromSeed([]byte(strings.TrimSpace(string(seed))))
-	if err != nil {
-		return fmt.Errorf("operator key %s: %w", keyFile, err)
 	}
 	s, err := console.New(console.Config{Log: c.log, Queue: c.q, Key: kp, PageSize: pageSize})
 	if err != nil {

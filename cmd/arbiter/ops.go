@@ -242,16 +242,9 @@ func decide(ctx context.Context, name, decision string, args []string, out io.Wr
 		return err
 	}
 	defer c.close()
-	if keyFile == "" {
-		return usageError{"--key FILE is required: the operator key that signs the decision"}
-	}
-	seed, err := os.ReadFile(keyFile)
+	kp, err := operatorKey(keyFile)
 	if err != nil {
 		return err
-	}
-	kp, err := nkeys.FromSeed([]byte(strings.TrimSpace(string(seed))))
-	if err != nil {
-		return fmt.Errorf("operator key %s: %w", keyFile, err)
 	}
 	run, id := pos[0], pos[1]
 	v, _, _, err := fold(ctx, c.log, run)
@@ -486,3 +479,20 @@ func runKeygen(_ context.Context, args []string, out io.Writer) error {
 }
 
 func isConflict(err error) bool { return errorsIs(err, events.ErrConflict) }
+
+// operatorKey reads the operator's seed from file: the key that signs
+// decisions (`arbiter keygen` writes one).
+func operatorKey(file string) (nkeys.KeyPair, error) {
+	if file == "" {
+		return nil, usageError{"--key FILE is required: the operator key (an nkeys user seed, SU…) that signs decisions"}
+	}
+	seed, err := os.ReadFile(file)
+	if err != nil {
+		return nil, err
+	}
+	kp, err := nkeys.FromSeed([]byte(strings.TrimSpace(string(seed))))
+	if err != nil {
+		return nil, fmt.Errorf("operator key %s: %w", file, err)
+	}
+	return kp, nil
+}
