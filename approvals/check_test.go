@@ -228,3 +228,38 @@ func TestParseDecision_Refusals(t *testing.T) {
 		}
 	}
 }
+
+// FuzzParseDecision: what an operator publishes is parsed without panic,
+// and whatever is accepted is boundary-clean, carries no time of receipt
+// or intake of its own, and reads back the same after encoding.
+func FuzzParseDecision(f *testing.F) {
+	kp, _ := newOperator(f)
+	good, err := json.Marshal(signGrant(f, kp, events.Grant))
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(good)
+	f.Add([]byte(`{"decision":"grant","Decision":"deny"}`))
+	f.Add([]byte(`{"approval":"a","received":"2030-01-01T00:00:00Z"}`))
+	f.Add([]byte(`{`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		d, err := approvals.ParseDecision(b)
+		if err != nil {
+			if !errors.Is(err, approvals.ErrMalformedDecision) {
+				t.Fatalf("ParseDecision(%q) = %v, want ErrMalformedDecision", b, err)
+			}
+			return
+		}
+		if !d.Received.IsZero() || d.Intake != 0 {
+			t.Fatalf("ParseDecision(%q) accepted a time of receipt or an intake: %+v", b, d)
+		}
+		again, err := json.Marshal(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d2, err := approvals.ParseDecision(again)
+		if err != nil || d2.Decision != d.Decision || d2.Approval != d.Approval || d2.Signature != d.Signature || !d2.Signed.Equal(d.Signed) {
+			t.Fatalf("round trip of %q: %+v, %v", b, d2, err)
+		}
+	})
+}

@@ -12,7 +12,7 @@ import (
 )
 
 // newOperator returns an operator key pair and its public key.
-func newOperator(t *testing.T) (nkeys.KeyPair, string) {
+func newOperator(t testing.TB) (nkeys.KeyPair, string) {
 	t.Helper()
 	kp, err := nkeys.CreateUser()
 	if err != nil {
@@ -35,7 +35,7 @@ const (
 )
 
 // signGrant signs a grant of testApproval on testRun with kp.
-func signGrant(t *testing.T, kp nkeys.KeyPair, decision string) events.DecisionBody {
+func signGrant(t testing.TB, kp nkeys.KeyPair, decision string) events.DecisionBody {
 	t.Helper()
 	d, err := approvals.Sign(kp, testRun, testApproval, testHash, decision, "looks right", signedAt)
 	if err != nil {

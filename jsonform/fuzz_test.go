@@ -19,6 +19,7 @@ var fuzzSeeds = []string{
 	`"abc`, "\"a\nb\"", `"\x"`, `"\u12"`, `"\u12`, "\"\xff\"", "\xff",
 	"\"\xc0\xaf\"", "\"\xed\xa0\x80\"", "\"\xf4\x90\x80\x80\"", "\xef\xbb\xbf1",
 	nested(MaxDepth + 1), `{"a":1,"a":2}`, `{"a":1,"\u0061":2}`, `{"x":{"a":1,"a":2}}`,
+	`{"dest":1,"DEST":2}`, "{\"dest\":1,\"de\u017ft\":2}", `{"k":1,"\u212a":2}`,
 	`"\ud800"`, `"\udc00"`, `"\ud800\u0041"`, `"\udc00\ud800"`, `"\ud800\u12"`,
 	`[1,]`, `{"a":1,}`, `{"a" 1}`, `{a:1}`, `[1`, `{"a":`,
 	// accepted
@@ -82,7 +83,7 @@ func checkRefusal(t *testing.T, b []byte, err error) {
 		t.Fatalf("Check(%q): offset %d out of range", b, je.Offset)
 	}
 	known := false
-	for _, s := range []error{ErrSyntax, ErrUTF8, ErrDepth, ErrDuplicateKey, ErrLoneSurrogate} {
+	for _, s := range []error{ErrSyntax, ErrUTF8, ErrDepth, ErrDuplicateKey, ErrFoldedKey, ErrLoneSurrogate} {
 		known = known || errors.Is(err, s)
 	}
 	if !known || je.Reason == "" {
