@@ -249,6 +249,14 @@ func crashRound(ctx context.Context, bin, dir string, sc scenario, round int) (r
 	if err := waitSettled(ctx, env.d, runs, 60*time.Second); err != nil {
 		return fail(p, "healthy worker: %v", err)
 	}
+	// The runs may have settled before this worker did anything: wait
+	// until it says it runs (its signal handler is installed by then), or
+	// a SIGTERM during its start kills it by the default action.
+	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(p.stderr.String(), "worker running"); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			return fail(p, "healthy worker never said it runs")
+		}
+	}
 	if err := p.signal(syscall.SIGTERM); err != nil {
 		return fail(p, "SIGTERM: %v", err)
 	}
