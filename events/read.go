@@ -60,7 +60,7 @@ func (l *Log) Since(ctx context.Context, run string, from Tail) ([]Record, Tail,
 		return nil, Tail{}, fmt.Errorf("read run %s at stream seq %d: %w", run, m.Sequence, err)
 	}
 	if from.Count > 0 && m.Sequence == from.Seq {
-		if Hash(m.Data) != from.Hash || last.Run != run || last.Seq != from.Count {
+		if Hash(m.Data) != from.Hash || last.Run != run || last.Seq != from.Count || l.CheckSubject(m.Subject, last) != nil {
 			return nil, Tail{}, notInLog()
 		}
 		return nil, from, nil
@@ -99,7 +99,7 @@ func (l *Log) Since(ctx context.Context, run string, from Tail) ([]Record, Tail,
 					return nil, Tail{}, notInLog()
 				}
 				e, err := Decode(msg.Data)
-				if err != nil || e.Run != run || e.Seq != from.Count {
+				if err != nil || e.Run != run || e.Seq != from.Count || l.CheckSubject(msg.Subject, e) != nil {
 					return nil, Tail{}, notInLog()
 				}
 				anchored = true

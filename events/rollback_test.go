@@ -83,3 +83,30 @@ func TestRead_ForkedPositionIsBroken(t *testing.T) {
 		}
 	}
 }
+
+// TestRead_TailOnAnotherKindsSubjectIsBroken: an event stored on a subject
+// its kind does not belong on (a decision smuggled as a run.finished) is
+// not believed as the run's tail, whether a read comes from the start or
+// from a snapshot's tail naming that very message.
+func TestRead_TailOnAnotherKindsSubjectIsBroken(t *testing.T) {
+	ctx := ctxT(t)
+	env := testkit.JetStream(t)
+	l := env.Log(t, events.Config{})
+	t0 := startRun(t, ctx, l, "r")
+	ev := mustEvent(t, "r", events.StepDecided, events.StepDecidedBody{Step: 1})
+	ev.Seq, ev.Prev, ev.V = t0.Count+1, t0.Hash, events.FormatVersion
+	data, err := ev.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ack, err := env.JS.Publish(ctx, l.Subject("r", events.RunFinished), data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	smuggled := events.Tail{Seq: ack.Sequence, Count: ev.Seq, Hash: events.Hash(data)}
+	for name, from := range map[string]events.Tail{"start": {}, "first": t0, "the smuggled tail": smuggled} {
+		if _, _, err := l.Since(ctx, "r", from); !errors.Is(err, events.ErrBrokenChain) {
+			t.Errorf("since %s: got %v, want ErrBrokenChain", name, err)
+		}
+	}
+}
