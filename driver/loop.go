@@ -120,7 +120,9 @@ func (d *Driver) advance(ctx context.Context, r *Run, agent Agent) (bool, error)
 	body := d.decidedBody(n, dec)
 	p, err := d.begin(ctx, r, r.ID(), events.StepDecided, body)
 	if errors.Is(err, events.ErrTooLarge) && body.Oversize == nil {
-		body = oversizeBody(n, dec, d.log.MaxEventBytes()/8)
+		// Under MaxDecision but too large as an event (escaping grew it):
+		// the limit it met is the server's.
+		body = oversizeBody(n, dec, d.log.MaxEventBytes())
 		p, err = d.begin(ctx, r, r.ID(), events.StepDecided, body)
 	}
 	if err != nil {
@@ -247,12 +249,15 @@ const oversizePrefix = 256
 // that are not UTF-8 quoted), so the agent and an operator see what it was.
 func oversizeBody(n int, dec Decision, limit int) events.StepDecidedBody {
 	sum := sha256.Sum256(dec.Args)
-	args := string(dec.Args)
-	if !utf8.ValidString(args) {
-		args = strconv.QuoteToASCII(cutBytes(dec.Args, oversizePrefix))
+	var args string
+	if utf8.Valid(dec.Args) {
+		// Only the prefix is copied (cutUTF8 keeps it whole runes).
+		args = cutUTF8(cutBytes(dec.Args, 4*oversizePrefix+utf8.UTFMax), 4*oversizePrefix)
+	} else {
+		args = cutUTF8(strconv.QuoteToASCII(cutBytes(dec.Args, oversizePrefix)), 4*oversizePrefix)
 	}
 	return events.StepDecidedBody{
-		Step: n, Tool: cutUTF8(dec.Tool, oversizePrefix), Args: cutUTF8(args, 4*oversizePrefix),
+		Step: n, Tool: cutUTF8(dec.Tool, oversizePrefix), Args: args,
 		CallID: cutUTF8(dec.CallID, oversizePrefix), Reason: cutUTF8(dec.Reason, oversizePrefix),
 		Oversize: &events.Oversize{Bytes: decisionBytes(dec), SHA256: hex.EncodeToString(sum[:]), Limit: limit},
 	}

@@ -32,6 +32,7 @@ type server struct {
 	down    error             // why sess is nil
 	listing map[string]listed // by the server's tool name
 	reviews map[string]Review // the last review of each tool, to report changes once
+	changes uint64            // counts reviews that changed reviews: what Set.Withheld caches by
 	closed  bool
 
 	relist chan struct{}
@@ -304,8 +305,12 @@ func (s *server) review() []Review {
 	var report []Review
 	s.mu.Lock()
 	for _, r := range rs {
-		if prev, ok := s.reviews[r.Tool]; (!ok || prev != r) && r.Notable() {
+		prev, ok := s.reviews[r.Tool]
+		if (!ok || prev != r) && r.Notable() {
 			report = append(report, r)
+		}
+		if !ok || prev != r {
+			s.changes++
 		}
 		s.reviews[r.Tool] = r
 	}

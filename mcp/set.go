@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
+	"sync"
 
 	"github.com/arbiter-run/arbiter/driver"
 	"github.com/arbiter-run/arbiter/events"
@@ -14,6 +16,10 @@ import (
 type Set struct {
 	servers []*server
 	tools   []driver.Tool
+
+	mu       sync.Mutex
+	withheld []events.WithheldTool // as of the servers' change counts in at; shared, never changed
+	at       []uint64
 }
 
 // Connect validates cfg, connects to every server in it and lists their
@@ -103,6 +109,19 @@ func (s *Set) Close() error {
 // while they are in it, so a tool that changes while a worker runs stops
 // being offered at once, and every run's log says so.
 func (s *Set) Withheld() []events.WithheldTool {
+	// A driver asks before every step: the list is made again only when a
+	// server's review changed since.
+	at := make([]uint64, len(s.servers))
+	for i, srv := range s.servers {
+		srv.mu.Lock()
+		at[i] = srv.changes
+		srv.mu.Unlock()
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.at != nil && slices.Equal(at, s.at) {
+		return s.withheld
+	}
 	var out []events.WithheldTool
 	for _, srv := range s.servers {
 		srv.mu.Lock()
@@ -119,5 +138,6 @@ func (s *Set) Withheld() []events.WithheldTool {
 		srv.mu.Unlock()
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	s.withheld, s.at = out, at
 	return out
 }
