@@ -321,7 +321,11 @@ func summary(e events.Event) string {
 		return fmt.Sprintf("agent %s, tools %s", b.Agent, strings.Join(names, ", "))
 	case events.StepDecided:
 		b, _ := events.DecodeBody[events.StepDecidedBody](e)
-		return fmt.Sprintf("step %d: %s %s", b.Step, b.Tool, clip(string(b.RawArgs()), 120))
+		s := fmt.Sprintf("step %d: %s %s", b.Step, b.Tool, clip(string(b.RawArgs()), 120))
+		if b.Policy != nil {
+			s += fmt.Sprintf(": %s by policy %s (%s)", b.Policy.Outcome, b.Policy.PolicyID, b.Policy.Reason)
+		}
+		return s
 	case events.StepPolicy, events.ApprovalRequested:
 		b, _ := events.DecodeBody[events.PolicyBody](e)
 		s := fmt.Sprintf("step %d: %s by policy %s (%s)", b.Step, b.Outcome, b.PolicyID, b.Reason)

@@ -83,7 +83,7 @@ func TestDriver_AgentRecordsModelEvents(t *testing.T) {
 	}
 	recs := records(t, log, "r1")
 	got := kinds(recs)
-	want := []events.Kind{events.RunCreated, events.ModelAttempted, events.ModelReplied, events.StepDecided, events.StepPolicy, events.StepObserved, events.RunFinished}
+	want := []events.Kind{events.RunCreated, events.ModelAttempted, events.ModelReplied, events.StepDecided, events.StepObserved, events.RunFinished}
 	if len(got) != len(want) {
 		t.Fatalf("got kinds %v, want %v", got, want)
 	}

@@ -323,3 +323,20 @@ func approvalOf(t *testing.T, r *driver.Run, id string) projector.Approval {
 
 // canon returns s in PolicyJSON form.
 func canon(t *testing.T, s string) json.RawMessage { return testkit.PolicyJSON(t, s) }
+
+// policyResults returns the policy results recs hold, in order: step.policy
+// and approval.requested events, and the results decisions carry.
+func policyResults(t *testing.T, recs []events.Record) []events.PolicyBody {
+	t.Helper()
+	var out []events.PolicyBody
+	for _, r := range recs {
+		b, ok, err := events.PolicyResult(r.Event)
+		if err != nil {
+			t.Fatalf("event %d (%s): %v", r.Event.Seq, r.Event.Kind, err)
+		}
+		if ok {
+			out = append(out, b)
+		}
+	}
+	return out
+}

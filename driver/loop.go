@@ -118,20 +118,21 @@ func (d *Driver) advance(ctx context.Context, r *Run, agent Agent) (bool, error)
 	}
 	n := v.Steps.Len() + 1
 	body := d.decidedBody(n, dec)
-	p, err := d.begin(ctx, r, r.ID(), events.StepDecided, body)
-	if errors.Is(err, events.ErrTooLarge) && body.Oversize == nil {
+	if body.Oversize == nil {
+		sent, err := d.record(ctx, r, dec, body)
+		if sent || !errors.Is(err, events.ErrTooLarge) {
+			return err == nil, err
+		}
 		// Under MaxDecision but too large as an event (escaping grew it):
 		// the limit it met is the server's.
 		body = oversizeBody(n, dec, d.log.MaxEventBytes())
-		p, err = d.begin(ctx, r, r.ID(), events.StepDecided, body)
 	}
+	// An oversize decision is refused unseen: nothing to ask the policy.
+	p, err := d.begin(ctx, r, r.ID(), events.StepDecided, body)
 	if err != nil {
 		r.undelivered, r.undeliveredAt = &dec, r.tail
 		return false, err
 	}
-	// While the server stores the decision, check it and ask the policy,
-	// on the view that holds it: pure work, acted on only once the
-	// decision is stored (a refused append discards it).
 	var j judgement
 	if p.fold == nil {
 		j = d.judge(ctx, r.ID(), &p.view, n, nil)
@@ -141,6 +142,66 @@ func (d *Driver) advance(ctx context.Context, r *Run, agent Agent) (bool, error)
 			r.undelivered, r.undeliveredAt = &dec, r.tail
 		}
 		return false, err
+	}
+	r.undelivered = nil
+	return true, d.act(ctx, r, j)
+}
+
+// record records decision dec (body, step n) and acts on it. The decision
+// is checked and the policy asked first, on a view that holds it as if it
+// were recorded; nothing acts on the answer before it is stored. When the
+// answer is an allow, a deny or an abort it travels in the decision's own
+// event, so a step costs one durable append fewer (ADR 0017); any other
+// answer (a refusal, an approval request, a failed evaluation), or a pair
+// too large for one event, is recorded after the decision, as its own
+// event. sent is false when nothing was sent: with an error wrapping
+// [events.ErrTooLarge] when the decision alone is too large to store.
+func (d *Driver) record(ctx context.Context, r *Run, dec Decision, body events.StepDecidedBody) (sent bool, err error) {
+	undelivered := func(err error) error {
+		if !errors.Is(err, events.ErrConflict) && !errors.Is(err, events.ErrTooLarge) {
+			r.undelivered, r.undeliveredAt = &dec, r.tail
+		}
+		return err
+	}
+	alone, err := d.prepare(r.ID(), events.StepDecided, body)
+	if err != nil {
+		return false, err
+	}
+	ev := alone.ev
+	ev.Seq, ev.Prev = r.tail.Count+1, r.tail.Hash
+	fork := r.view.Fork()
+	if err := fork.ApplyWith(ev, alone.body); err != nil {
+		return false, fmt.Errorf("fold own event: %w", err)
+	}
+	j := d.judge(ctx, r.ID(), &fork, body.Step, nil)
+	if j.err == nil && j.policy != nil {
+		pb := *j.policy
+		body.Policy = &pb
+		if both, err := d.prepare(r.ID(), events.StepDecided, body); err == nil {
+			// The step's time is the one the policy saw it at.
+			both.ev.Time = alone.ev.Time
+			p, err := d.send(ctx, r, both)
+			if !errors.Is(err, events.ErrTooLarge) {
+				if err != nil {
+					return false, undelivered(err)
+				}
+				if err := d.commit(ctx, r, p); err != nil {
+					return true, undelivered(err)
+				}
+				r.undelivered = nil
+				if !j.exec {
+					return true, nil
+				}
+				return true, d.run(ctx, r, j.req.Step, d.tools[j.req.Tool.Name], j.req.Args)
+			}
+		}
+	}
+	p, err := d.send(ctx, r, alone)
+	if err != nil {
+		return false, undelivered(err)
+	}
+	if err := d.commit(ctx, r, p); err != nil {
+		return true, undelivered(err)
 	}
 	r.undelivered = nil
 	return true, d.act(ctx, r, j)
@@ -383,6 +444,10 @@ type judgement struct {
 	exec bool
 	req  policy.Request
 	err  error // the event could not be prepared
+	// policy is the result rec records when it is a plain policy result
+	// (a step.policy event with no grant consumed), which may travel in
+	// its decision's event instead.
+	policy *events.PolicyBody
 }
 
 // judge checks step n of v against its tool's schema, asks the policy and
@@ -426,7 +491,11 @@ func (d *Driver) judge(ctx context.Context, run string, v *projector.View, n int
 		body = d.shadow(ctx, req, v, body)
 	}
 	rec, err := d.prepare(run, k, body)
-	return judgement{rec: rec, exec: exec, req: req, err: err}
+	j := judgement{rec: rec, exec: exec, req: req, err: err}
+	if pb, ok := rec.body.(events.PolicyBody); ok && err == nil && k == events.StepPolicy && pb.Consumes == "" && grant == nil {
+		j.policy = &pb
+	}
+	return j
 }
 
 // act records a judgement and, when it allows the call, executes it: the

@@ -134,8 +134,8 @@ func TestDriver_InvalidArgumentsBecomeObservation(t *testing.T) {
 		t.Errorf("failures in a row before step 3: got %d, want 2", got)
 	}
 	recs := records(t, log, "invalid")
-	if got := len(ofKind(recs, events.StepPolicy)); got != 2 {
-		t.Errorf("step.policy events: got %d, want 2 (steps 3 and 4 only)", got)
+	if got := len(policyResults(t, recs)); got != 2 {
+		t.Errorf("policy results: got %d, want 2 (steps 3 and 4 only)", got)
 	}
 }
 
@@ -290,11 +290,11 @@ func TestDriver_PolicyResultRecordsPolicyID(t *testing.T) {
 			d := newDriver(t, log, tc.p, done())
 			r := create(t, d, "id-"+tc.name)
 			drive(t, d, r, testkit.NewScript(testkit.Call("done", `{}`)))
-			pols := ofKind(records(t, log, r.ID()), events.StepPolicy)
+			pols := policyResults(t, records(t, log, r.ID()))
 			if len(pols) != 1 {
-				t.Fatalf("step.policy events: got %d, want 1", len(pols))
+				t.Fatalf("policy results: got %d, want 1", len(pols))
 			}
-			if got := body[events.PolicyBody](t, pols[0]).PolicyID; got != tc.want {
+			if got := pols[0].PolicyID; got != tc.want {
 				t.Errorf("recorded policy id: got %q, want %q", got, tc.want)
 			}
 		})
@@ -335,11 +335,11 @@ func TestDriver_PolicyDenyIsObservation(t *testing.T) {
 		t.Errorf("failures in a row after a denial: got %d, want 1", got)
 	}
 	recs := records(t, log, "deny")
-	pols := ofKind(recs, events.StepPolicy)
-	if len(pols) == 0 || body[events.PolicyBody](t, pols[0]).Outcome != string(policy.Deny) {
-		t.Fatalf("first step.policy: got %v, want outcome deny", kinds(recs))
+	pols := policyResults(t, recs)
+	if len(pols) == 0 || pols[0].Outcome != string(policy.Deny) {
+		t.Fatalf("first policy result: got %v, want outcome deny", kinds(recs))
 	}
-	if pb := body[events.PolicyBody](t, pols[0]); pb.Reason != "deletes are off today" {
+	if pb := pols[0]; pb.Reason != "deletes are off today" {
 		t.Errorf("recorded reason: got %q, want the policy's", pb.Reason)
 	}
 	wantEnd(t, r.View(), projector.Completed, events.ReasonCompleted)
@@ -370,8 +370,8 @@ func TestDriver_PolicyAbortEndsRun(t *testing.T) {
 	again := load(t, d, "abort")
 	wantEnd(t, again.View(), projector.Failed, events.ReasonPolicyAbort)
 	drive(t, d, again, agent)
-	if got, want := len(records(t, log, "abort")), 3; got != want {
-		t.Errorf("events: got %d, want %d (created, decided, policy)", got, want)
+	if got, want := len(records(t, log, "abort")), 2; got != want {
+		t.Errorf("events: got %d, want %d (created, decided with its abort)", got, want)
 	}
 	wantCount(t, del, 0)
 }

@@ -37,6 +37,11 @@ func clean(body any) (any, bool) {
 	case events.StepDecidedBody:
 		// Args is valid UTF-8 or kept as bytes (decidedBody).
 		b.Tool, b.CallID, b.Reason = valid(b.Tool), valid(b.CallID), valid(b.Reason)
+		if b.Policy != nil {
+			p, _ := clean(*b.Policy)
+			pb := p.(events.PolicyBody)
+			b.Policy = &pb
+		}
 		return b, true
 	case events.PolicyBody:
 		b.Reason = valid(b.Reason)

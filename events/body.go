@@ -134,6 +134,13 @@ type StepDecidedBody struct {
 	// decision is refused (an invalid_decision observation) without being
 	// checked or shown to the policy.
 	Oversize *Oversize `json:"oversize,omitempty"`
+	// Policy is the policy's result for this decision when it was recorded
+	// in the same event (see ADR 0017): an allow, deny or abort on the
+	// decision as first evaluated, never an approval request, a consumed
+	// grant or a resume, which are events of their own. A step recorded
+	// this way costs one durable append fewer; it folds exactly as the
+	// decision followed by a [StepPolicy] event with this body.
+	Policy *PolicyBody `json:"policy,omitempty"`
 }
 
 // Oversize describes a decision too large to record whole.
@@ -447,4 +454,24 @@ type ModelFailBody struct {
 	RetryAfterMS int64      `json:"retry_after_ms,omitempty"`
 	Charge       ModelUsage `json:"charge"`
 	LatencyMS    int64      `json:"latency_ms"`
+}
+
+// PolicyResult returns the policy result e records, if it records one: the
+// body of a [StepPolicy] or [ApprovalRequested] event, or the result a
+// [StepDecided] event carries (StepDecidedBody.Policy). ok is false for
+// every other event, and for a decision recorded without its result. A
+// body that does not decode is an error.
+func PolicyResult(e Event) (b PolicyBody, ok bool, err error) {
+	switch e.Kind {
+	case StepPolicy, ApprovalRequested:
+		b, err = DecodeBody[PolicyBody](e)
+		return b, err == nil, err
+	case StepDecided:
+		d, err := DecodeBody[StepDecidedBody](e)
+		if err != nil || d.Policy == nil {
+			return PolicyBody{}, false, err
+		}
+		return *d.Policy, true, nil
+	}
+	return PolicyBody{}, false, nil
 }

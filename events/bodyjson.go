@@ -27,6 +27,12 @@ func appendBody(dst []byte, body any) ([]byte, bool) {
 		dst = appendOmit(dst, `,"args":`, b.Args)
 		dst = appendOmit(dst, `,"call_id":`, b.CallID)
 		dst = appendOmit(dst, `,"reason":`, b.Reason)
+		if b.Policy != nil {
+			var ok bool
+			if dst, ok = appendBody(append(dst, `,"policy":`...), *b.Policy); !ok {
+				return dst, false
+			}
+		}
 		return append(dst, '}'), true
 	case PolicyBody:
 		if b.Approval != nil || b.Shadow != nil {

@@ -27,6 +27,35 @@ func drawArgs(t *rapid.T) json.RawMessage {
 	}).Draw(t, "args"))
 }
 
+// drawPolicy draws a policy body, with and without the fields the hand
+// encoder leaves to encoding/json.
+func drawPolicy(t *rapid.T) PolicyBody {
+	b := PolicyBody{
+		Step: rapid.IntRange(0, 1<<20).Draw(t, "step"), Outcome: drawText(t, "outcome"), Reason: drawText(t, "reason"),
+		PolicyID: drawText(t, "policy_id"), Args: drawArgs(t), ToolHash: drawText(t, "tool_hash"),
+		Consumes: drawText(t, "consumes"), Origin: drawText(t, "origin"), Resume: rapid.Bool().Draw(t, "resume"),
+	}
+	if rapid.Bool().Draw(t, "approval") {
+		b.Approval = &ApprovalRequest{ID: "a1", Kind: drawText(t, "approval_kind"), Hash: "h"}
+	}
+	switch rapid.IntRange(0, 2).Draw(t, "parts") {
+	case 1:
+		b.Parts = []PolicyPart{}
+	case 2:
+		for i := range rapid.IntRange(1, 3).Draw(t, "nparts") {
+			b.Parts = append(b.Parts, PolicyPart{
+				ID: drawText(t, "part_id"), Outcome: drawText(t, "part_outcome"), Reason: drawText(t, "part_reason"),
+				Code: drawText(t, "part_code"), Mode: drawText(t, "part_mode"), Window: drawText(t, "part_window"),
+				Count: rapid.Int64Range(-1, 1<<40).Draw(t, "part_count") * int64(i%2),
+			})
+		}
+	}
+	if rapid.Bool().Draw(t, "shadow") {
+		b.Shadow = &ShadowBody{PolicyID: drawText(t, "shadow_id"), Outcome: "allow"}
+	}
+	return b
+}
+
 // TestBodyJSON_SameAsEncodingJSON: the hand encoders write exactly what
 // encoding/json writes, and leave to it every body they cannot (so its
 // errors stay its own).
@@ -42,32 +71,13 @@ func TestBodyJSON_SameAsEncodingJSON(t *testing.T) {
 			if rapid.Bool().Draw(t, "bytes") {
 				b.ArgsBytes = []byte(drawText(t, "args_bytes"))
 			}
+			if rapid.Bool().Draw(t, "policy") {
+				p := drawPolicy(t)
+				b.Policy = &p
+			}
 			body = b
 		case 1:
-			b := PolicyBody{
-				Step: rapid.IntRange(0, 1<<20).Draw(t, "step"), Outcome: drawText(t, "outcome"), Reason: drawText(t, "reason"),
-				PolicyID: drawText(t, "policy_id"), Args: drawArgs(t), ToolHash: drawText(t, "tool_hash"),
-				Consumes: drawText(t, "consumes"), Origin: drawText(t, "origin"), Resume: rapid.Bool().Draw(t, "resume"),
-			}
-			if rapid.Bool().Draw(t, "approval") {
-				b.Approval = &ApprovalRequest{ID: "a1", Kind: drawText(t, "approval_kind"), Hash: "h"}
-			}
-			switch rapid.IntRange(0, 2).Draw(t, "parts") {
-			case 1:
-				b.Parts = []PolicyPart{}
-			case 2:
-				for i := range rapid.IntRange(1, 3).Draw(t, "nparts") {
-					b.Parts = append(b.Parts, PolicyPart{
-						ID: drawText(t, "part_id"), Outcome: drawText(t, "part_outcome"), Reason: drawText(t, "part_reason"),
-						Code: drawText(t, "part_code"), Mode: drawText(t, "part_mode"), Window: drawText(t, "part_window"),
-						Count: rapid.Int64Range(-1, 1<<40).Draw(t, "part_count") * int64(i%2),
-					})
-				}
-			}
-			if rapid.Bool().Draw(t, "shadow") {
-				b.Shadow = &ShadowBody{PolicyID: drawText(t, "shadow_id"), Outcome: "allow"}
-			}
-			body = b
+			body = drawPolicy(t)
 		default:
 			body = ObservedBody{
 				Step: rapid.IntRange(0, 1<<20).Draw(t, "step"), Kind: drawText(t, "kind"),

@@ -15,12 +15,17 @@ const (
 	// RunTools records a change of the tool set (for replay: the specs a
 	// later evaluation saw). Body: [RunToolsBody].
 	RunTools Kind = "run.tools"
-	// StepDecided records the agent's decision exactly as it was returned,
-	// before anything is checked. Body: [StepDecidedBody].
+	// StepDecided records the agent's decision exactly as it was returned.
+	// When the policy's first answer on it is allow, deny or abort, that
+	// answer travels in the same event (StepDecidedBody.Policy, ADR 0017)
+	// and is, like a [StepPolicy] event, acknowledged before anything acts
+	// on it. Body: [StepDecidedBody].
 	StepDecided Kind = "step.decided"
 	// StepPolicy records a policy result whose outcome is allow, deny or
-	// abort. An allow is the write-ahead record of an execution: it is
-	// acknowledged before the tool runs. Body: [PolicyBody].
+	// abort, when it is not carried by its decision's event: a resume, a
+	// consumed grant, a recovery, or a pair too large for one event. An
+	// allow is the write-ahead record of an execution: it is acknowledged
+	// before the tool runs. Body: [PolicyBody].
 	StepPolicy Kind = "step.policy"
 	// StepObserved records what came of a step: the tool's result or error,
 	// an invalid decision, a timeout. Body: [ObservedBody].

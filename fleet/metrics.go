@@ -59,6 +59,9 @@ func (m *Metrics) OnAppend(k events.Kind, body any, took time.Duration, err erro
 	switch k {
 	case events.StepDecided:
 		m.Steps.Inc()
+		if b, ok := body.(events.StepDecidedBody); ok && b.Policy != nil {
+			m.Outcomes.WithLabelValues(b.Policy.Outcome).Inc()
+		}
 	case events.StepPolicy, events.ApprovalRequested:
 		if b, ok := body.(events.PolicyBody); ok {
 			m.Outcomes.WithLabelValues(b.Outcome).Inc()

@@ -23,11 +23,17 @@ func TestGate_AllowRecordsBeforeAndResultAfter(t *testing.T) {
 	if string(a.Args) != `{"path":"/etc/motd"}` || a.Step != 1 {
 		t.Fatalf("allow: got step %d args %s, want step 1 with the PolicyJSON form", a.Step, a.Args)
 	}
-	// The write-ahead record is stored before the program runs the call.
-	ks := kinds(t, e.log, r.ID())
-	if ks[len(ks)-1] != events.StepPolicy {
-		t.Fatalf("events when allowed: %v, want the last to be %s", ks, events.StepPolicy)
+	// The write-ahead record is stored before the program runs the call:
+	// the decision, with the allow in the same event (ADR 0017).
+	recs, _, err := e.log.Read(t.Context(), r.ID())
+	if err != nil {
+		t.Fatal(err)
 	}
+	last := recs[len(recs)-1].Event
+	if pb, ok, err := events.PolicyResult(last); err != nil || !ok || pb.Outcome != "allow" || last.Kind != events.StepDecided {
+		t.Fatalf("last event when allowed: %s (result %+v, %v, %v), want the decision carrying its allow", last.Kind, pb, ok, err)
+	}
+	ks := kinds(t, e.log, r.ID())
 	report(t, r, "hello")
 	ks = kinds(t, e.log, r.ID())
 	if ks[len(ks)-1] != events.StepObserved || count(ks, events.StepDecided) != 1 {

@@ -40,7 +40,7 @@ func TestAgent_PlainRunToTheEnd(t *testing.T) {
 			t.Errorf("read_file got %q, want the checked form of %q", calls, args)
 		}
 		recs := h.records("r1")
-		want := []events.Kind{events.RunCreated, events.ModelAttempted, events.ModelReplied, events.StepDecided, events.StepPolicy, events.StepObserved,
+		want := []events.Kind{events.RunCreated, events.ModelAttempted, events.ModelReplied, events.StepDecided, events.StepObserved,
 			events.ModelAttempted, events.ModelReplied, events.RunFinished}
 		if got := kindsOf(recs); !slices.Equal(got, want) {
 			t.Fatalf("kinds %v, want %v", got, want)

@@ -86,7 +86,6 @@ func Example() {
 	// model.attempted
 	// model.replied
 	// step.decided
-	// step.policy
 	// step.observed
 	// model.attempted
 	// model.replied

@@ -140,8 +140,25 @@ func (v *View) decided(e events.Event, b events.StepDecidedBody) error {
 	if last := v.stepRef(n); last != nil && last.Observation == nil {
 		return v.errf(e, "step %d decided while step %d has no observation", b.Step, last.N)
 	}
+	pb := b.Policy
+	if pb != nil {
+		switch {
+		case pb.Step != b.Step:
+			return v.errf(e, "step %d decided with the policy result of step %d", b.Step, pb.Step)
+		case pb.Approval != nil || pb.Consumes != "" || pb.Resume || pb.Origin != events.OriginPolicy:
+			return v.errf(e, "a decision's own policy result asks for, consumes or resumes an approval, or is not the policy's")
+		case pb.Outcome != Allow && pb.Outcome != Deny && pb.Outcome != Abort:
+			return v.errf(e, "a decision's own policy result has outcome %q", pb.Outcome)
+		case b.Oversize != nil:
+			return v.errf(e, "an oversize decision carries a policy result: it is never shown to the policy")
+		}
+		b.Policy = nil // the step keeps it as its Policy
+	}
 	v.Steps.push(Step{N: b.Step, Decision: b, Decided: e.Time})
 	v.Run.Steps++
+	if pb != nil {
+		return v.policy(e, *pb)
+	}
 	return nil
 }
 

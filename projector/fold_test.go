@@ -540,6 +540,27 @@ func TestFold_RefusesEventsThatDoNotFold(t *testing.T) {
 		// bad builds a history and returns the event that must not fold.
 		bad func(h *history) events.Event
 	}{
+		{"decision with another step's result", func(h *history) events.Event {
+			return h.next(events.StepDecided, events.StepDecidedBody{Step: 1, Tool: "read", Policy: &events.PolicyBody{Step: 2, Outcome: "allow"}})
+		}},
+		{"decision with an approval request in it", func(h *history) events.Event {
+			return h.next(events.StepDecided, events.StepDecidedBody{Step: 1, Tool: "read", Policy: &events.PolicyBody{Step: 1, Outcome: "require_approval", Approval: approvalRequest("a1", "check")}})
+		}},
+		{"decision consuming a grant in its own event", func(h *history) events.Event {
+			return h.next(events.StepDecided, events.StepDecidedBody{Step: 1, Tool: "read", Policy: &events.PolicyBody{Step: 1, Outcome: "allow", Consumes: "a1"}})
+		}},
+		{"decision with a resume in it", func(h *history) events.Event {
+			return h.next(events.StepDecided, events.StepDecidedBody{Step: 1, Tool: "read", Policy: &events.PolicyBody{Step: 1, Outcome: "allow", Resume: true}})
+		}},
+		{"decision with a recovery's result in it", func(h *history) events.Event {
+			return h.next(events.StepDecided, events.StepDecidedBody{Step: 1, Tool: "read", Policy: &events.PolicyBody{Step: 1, Outcome: "allow", Origin: events.OriginRecovery}})
+		}},
+		{"decision with an unknown outcome in it", func(h *history) events.Event {
+			return h.next(events.StepDecided, events.StepDecidedBody{Step: 1, Tool: "read", Policy: &events.PolicyBody{Step: 1, Outcome: "maybe"}})
+		}},
+		{"oversize decision with a result", func(h *history) events.Event {
+			return h.next(events.StepDecided, events.StepDecidedBody{Step: 1, Tool: "read", Oversize: &events.Oversize{Bytes: 9, Limit: 1}, Policy: &events.PolicyBody{Step: 1, Outcome: "allow"}})
+		}},
 		{"seq gap", func(h *history) events.Event {
 			e := h.next(events.StepDecided, events.StepDecidedBody{Step: 1, Tool: "read"})
 			e.Seq++
@@ -971,5 +992,36 @@ func TestView_CloneOfZeroView(t *testing.T) {
 	var v projector.View
 	if c := v.Clone(); !reflect.DeepEqual(c, v) {
 		t.Errorf("clone of zero view: got %+v, want zero", c)
+	}
+}
+
+// TestFold_DecisionCarryingItsResultFoldsLikeThePair: a decision recorded
+// with its policy result (ADR 0017) folds to the view the decision and a
+// step.policy event with the same result fold to, for every outcome it may
+// carry, and the step keeps the result as its Policy, not in its Decision.
+func TestFold_DecisionCarryingItsResultFoldsLikeThePair(t *testing.T) {
+	for _, outcome := range []string{projector.Allow, projector.Deny, projector.Abort} {
+		t.Run(outcome, func(t *testing.T) {
+			pb := events.PolicyBody{Step: 1, Outcome: outcome, Reason: "because", PolicyID: "p1", ToolHash: "h-write", Args: json.RawMessage(`{"n":1}`)}
+			pair := started(t, "r1")
+			pair.add(events.StepDecided, events.StepDecidedBody{Step: 1, Tool: "write", Args: `{"n":1}`, CallID: "c1"})
+			pair.add(events.StepPolicy, pb)
+			one := started(t, "r1")
+			one.add(events.StepDecided, events.StepDecidedBody{Step: 1, Tool: "write", Args: `{"n":1}`, CallID: "c1", Policy: &pb})
+			pv, ov := pair.fold(), one.fold()
+			ps, os := pv.Step(1), ov.Step(1)
+			if os.Decision.Policy != nil {
+				t.Errorf("the step's decision keeps the result: %+v", os.Decision.Policy)
+			}
+			if !reflect.DeepEqual(os.Policy, ps.Policy) || !reflect.DeepEqual(os.Observation, ps.Observation) || os.Evaluations != ps.Evaluations {
+				t.Errorf("step: got policy %+v observation %+v evaluations %d, want %+v %+v %d", os.Policy, os.Observation, os.Evaluations, ps.Policy, ps.Observation, ps.Evaluations)
+			}
+			if ov.Run.Status != pv.Run.Status || ov.Run.Reason != pv.Run.Reason || ov.Run.FailuresInRow != pv.Run.FailuresInRow || ov.Run.Steps != pv.Run.Steps {
+				t.Errorf("run: got %+v, want %+v", ov.Run, pv.Run)
+			}
+			if ov.Run.Events != 2 || pv.Run.Events != 3 {
+				t.Errorf("events folded: got %d and %d, want 2 and 3", ov.Run.Events, pv.Run.Events)
+			}
+		})
 	}
 }

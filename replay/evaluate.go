@@ -25,6 +25,42 @@ func (c *checker) evaluation(ctx context.Context, st *runState, e events.Event, 
 	return c.evaluated(ctx, st, e, seq, report, b)
 }
 
+// decided handles step.decided: a decision that carries its policy result
+// (ADR 0017) is re-checked like a step.policy event, against the view that
+// holds the decision but not yet the result, which is what the policy was
+// shown when it was asked.
+func (c *checker) decided(ctx context.Context, st *runState, e events.Event, seq uint64, report bool) error {
+	d, err := events.DecodeBody[events.StepDecidedBody](e)
+	if err != nil || d.Policy == nil {
+		c.fold(st, e, seq)
+		return nil
+	}
+	pb := *d.Policy
+	d.Policy = nil
+	shown := st.view.Fork()
+	if shown.ApplyWith(e, d) != nil {
+		c.fold(st, e, seq) // does not fold: the run breaks there
+		return nil
+	}
+	held := st.view
+	st.view = shown
+	spec, known := st.specs[pb.ToolHash]
+	tool := spec.Name
+	if !known {
+		tool = d.Tool
+	}
+	var res *Result
+	if report && c.inSelection(seq, e) && (c.tool == "" || tool == c.tool) {
+		res = c.recheck(ctx, st, e, seq, pb, tool, spec, known)
+	}
+	st.view = held
+	if c.fold(st, e, seq); st.broken != "" {
+		return nil // reported not checkable by the caller
+	}
+	st.pending = res
+	return nil
+}
+
 // failedRun handles run.failed: when it records the evaluation that failed
 // the run (outcome "error"), that evaluation is re-checked like any other,
 // so a policy that would now decide what the old one could not is seen.

@@ -98,6 +98,8 @@ func (c *checker) decoded(ctx context.Context, rec record, report bool) error {
 	switch e.Kind {
 	case events.StepPolicy, events.ApprovalRequested:
 		err = c.evaluation(ctx, st, e, r.StreamSeq, report)
+	case events.StepDecided:
+		err = c.decided(ctx, st, e, r.StreamSeq, report)
 	case events.RunFailed:
 		err = c.failedRun(ctx, st, e, r.StreamSeq, report)
 	case events.ApprovalGranted, events.ApprovalDenied:
@@ -201,8 +203,8 @@ func (c *checker) afterBreak(st *runState, e events.Event, r events.RawRecord, r
 	if err := c.flush(st, false); err != nil {
 		return err
 	}
-	if (e.Kind == events.StepPolicy || e.Kind == events.ApprovalRequested) && report && c.inSelection(r.StreamSeq, e) {
-		b, _ := events.DecodeBody[events.PolicyBody](e)
+	b, ok, err := events.PolicyResult(e)
+	if (ok || (err != nil && e.Kind != events.StepDecided)) && report && c.inSelection(r.StreamSeq, e) {
 		res := Result{
 			Run: e.Run, Step: b.Step, StreamSeq: r.StreamSeq, Event: e.ID, Kind: e.Kind, Time: e.Time,
 			Tool: st.specs[b.ToolHash].Name, PolicyID: b.PolicyID, Resume: b.Resume, Consumes: b.Consumes,

@@ -106,7 +106,7 @@ func (r *reporter) event(e events.Event) error {
 			r.tools[e.Run] = map[int]string{}
 		}
 		r.tools[e.Run][d.Step] = d.Tool
-		return nil
+		b = d.Policy // a result recorded with its decision (ADR 0017)
 	case events.StepPolicy, events.ApprovalRequested:
 		pb, err := events.DecodeBody[events.PolicyBody](e)
 		if err != nil {

@@ -173,22 +173,12 @@ func (t *Tracer) event(ctx context.Context, m *jetstream.RawStreamMsg) {
 		if s.start.IsZero() {
 			s.start = e.Time
 		}
+		if b.Policy != nil {
+			t.ruled(ctx, e, *b.Policy, s)
+		}
 	case events.StepPolicy, events.ApprovalRequested:
 		b, _ := events.DecodeBody[events.PolicyBody](e)
-		s := step(b.Step)
-		if s.policy.IsZero() {
-			s.policy = e.Time
-		}
-		s.outcome, s.policyID = b.Outcome, b.PolicyID
-		if b.Approval != nil {
-			s.requested, s.approval = e.Time, b.Approval.ID
-		}
-		if b.Outcome == "allow" || b.Consumes != "" {
-			s.allowed = e.Time
-		}
-		if b.Outcome == "deny" || b.Outcome == "abort" {
-			t.end(ctx, e.Run, b.Step, s, e.Time)
-		}
+		t.ruled(ctx, e, b, step(b.Step))
 	case events.StepObserved:
 		b, _ := events.DecodeBody[events.ObservedBody](e)
 		s := step(b.Step)
@@ -201,6 +191,24 @@ func (t *Tracer) event(ctx context.Context, m *jetstream.RawStreamMsg) {
 			t.end(ctx, e.Run, n, s, e.Time)
 		}
 		delete(t.runs, e.Run)
+	}
+}
+
+// ruled notes policy result b of step s, recorded by event e (its own
+// event, or its decision's).
+func (t *Tracer) ruled(ctx context.Context, e events.Event, b events.PolicyBody, s *stepState) {
+	if s.policy.IsZero() {
+		s.policy = e.Time
+	}
+	s.outcome, s.policyID = b.Outcome, b.PolicyID
+	if b.Approval != nil {
+		s.requested, s.approval = e.Time, b.Approval.ID
+	}
+	if b.Outcome == "allow" || b.Consumes != "" {
+		s.allowed = e.Time
+	}
+	if b.Outcome == "deny" || b.Outcome == "abort" {
+		t.end(ctx, e.Run, b.Step, s, e.Time)
 	}
 }
 

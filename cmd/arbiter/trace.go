@@ -26,7 +26,11 @@ func summary(e events.Event) string {
 		return "tools=" + toolNames(b.Tools)
 	case events.StepDecided:
 		b, _ := events.DecodeBody[events.StepDecidedBody](e)
-		return fmt.Sprintf("step %d: %s %s", b.Step, b.Tool, clip(string(b.RawArgs()), 70))
+		s := fmt.Sprintf("step %d: %s %s", b.Step, b.Tool, clip(string(b.RawArgs()), 70))
+		if b.Policy != nil {
+			s += fmt.Sprintf(": %s (%s)", b.Policy.Outcome, b.Policy.Reason)
+		}
+		return s
 	case events.StepPolicy, events.ApprovalRequested:
 		b, _ := events.DecodeBody[events.PolicyBody](e)
 		s := fmt.Sprintf("step %d: %s (%s)", b.Step, b.Outcome, b.Reason)
