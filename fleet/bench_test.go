@@ -134,8 +134,15 @@ func newBareRun(b *testing.B, ctx context.Context, log *events.Log, js jetstream
 	return r
 }
 
+// allows reports whether e is the write-ahead allow of a call (where the
+// tool runs): a step.policy event, or a decision carrying its allow.
+func allows(e events.Event) bool {
+	pb, ok, _ := events.PolicyResult(e)
+	return ok && e.Kind != events.ApprovalRequested && (pb.Outcome == string(policy.Allow) || pb.Consumes != "")
+}
+
 // append makes the run's appends; pause, when set, is called after each
-// step.policy (where the tool runs).
+// write-ahead allow (where the tool runs).
 func (r *bareRun) append(ctx context.Context, pause func()) error {
 	filter := r.log.RunFilter(r.id)
 	for i, e := range r.evs {
@@ -152,7 +159,7 @@ func (r *bareRun) append(ctx context.Context, pause func()) error {
 			}
 			r.tail = tail
 		}
-		if pause != nil && e.Kind == events.StepPolicy {
+		if pause != nil && allows(e) {
 			pause()
 		}
 	}
