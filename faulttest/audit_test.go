@@ -188,12 +188,12 @@ func runFacts(run string, v projector.View, recs []events.Record) (map[callKey]*
 		out[callKey{run, s.N}] = &stepFacts{tool: s.Decision.Tool, class: classes[s.Decision.Tool], observed: s.Observation != nil}
 	}
 	for _, r := range recs {
-		switch r.Event.Kind {
-		case events.StepPolicy, events.ApprovalRequested:
-			b, err := events.DecodeBody[events.PolicyBody](r.Event)
-			if err != nil {
-				return nil, err
-			}
+		b, isResult, err := events.PolicyResult(r.Event)
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case isResult:
 			f := out[callKey{run, b.Step}]
 			if f == nil {
 				return nil, fmt.Errorf("run %s: policy result for step %d, which has no decision", run, b.Step)
@@ -205,7 +205,7 @@ func runFacts(run string, v projector.View, recs []events.Record) (map[callKey]*
 			if b.Approval != nil && b.Approval.Kind == driver.InterruptedSideEffect {
 				f.approvals++
 			}
-		case events.StepInterrupted:
+		case r.Event.Kind == events.StepInterrupted:
 			b, err := events.DecodeBody[events.InterruptedBody](r.Event)
 			if err != nil {
 				return nil, err

@@ -55,10 +55,9 @@ func single(kind events.Kind, n int) scenario {
 		if n > 1 {
 			p = point{events.StepObserved, n - 1}
 		}
-	case events.StepPolicy:
-		p = point{events.StepDecided, n}
 	case events.StepObserved:
-		p = point{events.StepPolicy, n}
+		// The decision carries its allow (ADR 0017).
+		p = point{events.StepDecided, n}
 	case events.RunFinished:
 		p = point{events.StepObserved, 4}
 	}
@@ -67,7 +66,9 @@ func single(kind events.Kind, n int) scenario {
 
 func crashScenarios() []scenario {
 	var out []scenario
-	for _, k := range []events.Kind{events.StepDecided, events.StepPolicy, events.StepObserved} {
+	// A step is two appends: the decision with its policy result, then the
+	// observation (ADR 0017); no step.policy is written on this path.
+	for _, k := range []events.Kind{events.StepDecided, events.StepObserved} {
 		for n := 1; n <= 4; n++ {
 			out = append(out, single(k, n))
 		}
@@ -79,11 +80,11 @@ func crashScenarios() []scenario {
 		// interrupted, and the worker that finds it dies before recording the
 		// rerun, or after it, before observing the rerun.
 		scenario{name: "step.observed:1,approval.requested:1", crashes: []string{"step.observed:1", "approval.requested:1"}, runs: 1, agent: "steps", concurrency: 1,
-			points: []point{{events.StepPolicy, 1}, {events.StepPolicy, 1}}},
+			points: []point{{events.StepDecided, 1}, {events.StepDecided, 1}}},
 		scenario{name: "step.observed:2,step.interrupted:1", crashes: []string{"step.observed:2", "step.interrupted:1"}, runs: 1, agent: "steps", concurrency: 1,
-			points: []point{{events.StepPolicy, 2}, {events.StepPolicy, 2}}},
+			points: []point{{events.StepDecided, 2}, {events.StepDecided, 2}}},
 		scenario{name: "step.observed:2,step.observed:1", crashes: []string{"step.observed:2", "step.observed:1"}, runs: 1, agent: "steps", concurrency: 1,
-			points: []point{{events.StepPolicy, 2}, {events.StepInterrupted, 2}}},
+			points: []point{{events.StepDecided, 2}, {events.StepInterrupted, 2}}},
 		// Many runs in flight, killed wherever they are.
 		scenario{name: "random", crashes: []string{""}, runs: 6, agent: "slow", concurrency: 16, randomKill: true},
 	)
@@ -133,8 +134,14 @@ func checkPoint(ctx context.Context, l *events.Log, runs []string, p point) erro
 // executes twice, and every unresolvable interrupted call ends as exactly
 // one interrupted_side_effect approval.
 func TestWorker_CrashAtEveryAppendPoint(t *testing.T) {
+	t.Run("sync=default", func(t *testing.T) { crashAtEveryAppendPoint(t, false, rounds()) })
+	// With every append fsynced (ADR 0017) the same promises hold; fewer
+	// rounds, since each append costs a disk flush.
+	t.Run("sync=always", func(t *testing.T) { crashAtEveryAppendPoint(t, true, max(rounds()/4, 3)) })
+}
+
+func crashAtEveryAppendPoint(t *testing.T, syncAlways bool, n int) {
 	bin := workerBinary(t)
-	n := rounds()
 	var total audit
 	totalCrashes, totalRounds := 0, 0
 	start := time.Now()
@@ -152,7 +159,7 @@ func TestWorker_CrashAtEveryAppendPoint(t *testing.T) {
 					defer wg.Done()
 					sem <- struct{}{}
 					defer func() { <-sem }()
-					results[i] = crashRound(ctx, bin, filepath.Join(base, fmt.Sprint(i)), sc, i)
+					results[i] = crashRound(ctx, bin, filepath.Join(base, fmt.Sprint(i)), sc, i, syncAlways)
 				}()
 			}
 			wg.Wait()
@@ -189,12 +196,12 @@ type roundResult struct {
 // crashRound runs one round of sc in dir: a server, sc.runs runs, the
 // crashing workers one after the other, then a healthy worker until every
 // run is settled, stopped with SIGTERM; then the audit.
-func crashRound(ctx context.Context, bin, dir string, sc scenario, round int) (res roundResult) {
+func crashRound(ctx context.Context, bin, dir string, sc scenario, round int, syncAlways bool) (res roundResult) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return roundResult{err: err}
 	}
 	defer os.RemoveAll(dir)
-	env, err := newProcEnv(ctx, dir, events.ReadOnly)
+	env, err := newProcEnvSync(ctx, dir, events.ReadOnly, syncAlways)
 	if err != nil {
 		return roundResult{err: err}
 	}

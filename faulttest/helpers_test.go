@@ -187,7 +187,13 @@ type procEnv struct {
 // newProcEnv sets up a server storing in dir and everything the workers
 // share. close stops the server.
 func newProcEnv(ctx context.Context, dir, sleepClass string) (*procEnv, error) {
-	srv, err := embedded.Start(embedded.Config{Dir: filepath.Join(dir, "jetstream"), Port: -1})
+	return newProcEnvSync(ctx, dir, sleepClass, false)
+}
+
+// newProcEnvSync is newProcEnv with the server's SyncAlways set: every
+// append fsynced before it is acknowledged.
+func newProcEnvSync(ctx context.Context, dir, sleepClass string, syncAlways bool) (*procEnv, error) {
+	srv, err := embedded.Start(embedded.Config{Dir: filepath.Join(dir, "jetstream"), Port: -1, SyncAlways: syncAlways})
 	if err != nil {
 		return nil, err
 	}

@@ -137,3 +137,21 @@ func ConnectCluster(t testing.TB, servers []*embedded.Server) *JS {
 	}
 	return &JS{Server: servers[0], Conn: nc, JS: js}
 }
+
+// JetStreamWith is [JetStream] with the server configured by cfg: its Dir
+// defaults to a temporary directory and its Port to a free one.
+func JetStreamWith(t testing.TB, cfg embedded.Config) *JS {
+	t.Helper()
+	if cfg.Dir == "" {
+		cfg.Dir = t.TempDir()
+	}
+	if cfg.Port == 0 {
+		cfg.Port = -1
+	}
+	s, err := embedded.Start(cfg)
+	if err != nil {
+		t.Fatalf("start embedded JetStream: %v", err)
+	}
+	t.Cleanup(s.Stop)
+	return connect(t, s)
+}

@@ -1,0 +1,138 @@
+package fleet_test
+
+import (
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/arbiter-run/arbiter/embedded"
+	"github.com/arbiter-run/arbiter/events"
+	"github.com/arbiter-run/arbiter/fleet"
+	"github.com/arbiter-run/arbiter/internal/fsyncs"
+	"github.com/arbiter-run/arbiter/projector"
+	"github.com/arbiter-run/arbiter/testkit"
+)
+
+// BenchmarkDurability_SyncAlways measures Arbiter with every append fsynced
+// (embedded.Config.SyncAlways; docs/adr/0017), on the runs streams spread
+// over K shards, in one run per shape:
+//
+//   - one run of 1,000 steps driven by driver.Drive, and as its reference
+//     the same events appended one after another by one bare writer (raw
+//     fenced JetStream publishes): one-steps/s, bare1-appends/s and their
+//     ratio one/bare1 (goal ≥ 0.45);
+//   - 200 runs of 20 steps at once (a 10 ms tool on each step but the last)
+//     through one fleet worker with 200 slots, and as its reference 200
+//     bare writers appending the same events with no tool, one run each, on
+//     the same streams: runs-steps/s, bare200-appends/s and runs/bare200
+//     (goal ≥ 0.4);
+//   - the fsyncs of the whole process (server included) per step of each,
+//     and per bare append, counted by the kernel (internal/fsyncs; goal ≤ 2
+//     per step). Without the right to count they are not reported.
+//
+// Run it with -benchtime=1x (docs/performance.md, "Durability").
+func BenchmarkDurability_SyncAlways(b *testing.B) {
+	for _, shards := range []int{1, 4} {
+		b.Run(fmt.Sprintf("shards=%d", shards), func(b *testing.B) { benchSyncAlways(b, shards) })
+	}
+}
+
+func benchSyncAlways(b *testing.B, shards int) {
+	const oneSteps, runs, runSteps, toolTime = 1000, 200, 20, 10 * time.Millisecond
+	ctx := benchCtx(b)
+	js := testkit.JetStreamWith(b, embedded.Config{SyncAlways: true})
+	q, err := fleet.Setup(ctx, js.JS, fleet.Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	log := js.Log(b, events.Config{Shards: shards})
+	counter, err := fsyncs.Start()
+	if err != nil {
+		b.Logf("fsyncs not counted: %v", err)
+	}
+	if counter != nil {
+		defer counter.Close()
+	}
+	fsynced := func() uint64 {
+		if counter == nil {
+			return 0
+		}
+		n, err := counter.Count()
+		if err != nil {
+			b.Fatal(err)
+		}
+		return n
+	}
+	perStep := func(name string, from uint64, steps int) {
+		if counter != nil {
+			b.ReportMetric(float64(fsynced()-from)/float64(steps), name)
+		}
+	}
+
+	// One run, and one bare writer.
+	d := benchDriver(b, log, 0, nil)
+	tmpl := benchTemplate(b, ctx, d, oneSteps)
+	var oneTime, bareTime time.Duration
+	for range b.N {
+		b.StopTimer()
+		r, err := d.Create(ctx, "tmpl-"+events.NewID(), "bench", nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		bare := newBareRun(b, ctx, log, js.JS, tmpl)
+		b.StartTimer()
+		f0, start := fsynced(), time.Now()
+		if err := d.Drive(ctx, r, testkit.Counter{Tool: "work", Steps: oneSteps}); err != nil {
+			b.Fatal(err)
+		}
+		oneTime += time.Since(start)
+		perStep("one-fsyncs/step", f0, oneSteps)
+		if st := r.View().Run.Status; st != projector.Completed {
+			b.Fatalf("run ended %s %s", st, r.View().Run.Detail)
+		}
+		f0, start = fsynced(), time.Now()
+		if err := bare.append(ctx, nil); err != nil {
+			b.Fatal(err)
+		}
+		bareTime += time.Since(start)
+		perStep("bare-fsyncs/append", f0, len(tmpl))
+	}
+	oneRate := float64(b.N*oneSteps) / oneTime.Seconds()
+	bare1 := float64(b.N*len(tmpl)) / bareTime.Seconds()
+	b.ReportMetric(oneRate, "one-steps/s")
+	b.ReportMetric(bare1, "bare1-appends/s")
+	b.ReportMetric(oneRate/bare1, "one/bare1")
+	b.ReportMetric(float64(len(tmpl))/oneSteps, "one-appends/step")
+
+	// 200 runs through a fleet worker, and 200 bare writers.
+	var finished atomic.Int64
+	all := make(chan struct{})
+	d10 := benchDriver(b, log, toolTime, func(k events.Kind, _ any, _ time.Duration, err error) {
+		if err == nil && k == events.RunFinished && finished.Add(1) == runs {
+			close(all)
+		}
+	})
+	tmpl20 := benchTemplate(b, ctx, d10, runSteps)
+	finished.Store(0)
+	f := &benchFleet{js: js, log: log, q: q}
+	f.createRuns(b, ctx, d10, "durable", runs)
+	f0, start := fsynced(), time.Now()
+	stop := f.runWorkers(b, d10, testkit.Counter{Tool: "work", Steps: runSteps}, 1, runs)
+	select {
+	case <-all:
+	case <-ctx.Done():
+		b.Fatalf("%d of %d runs finished", finished.Load(), runs)
+	}
+	runsTime := time.Since(start)
+	perStep("runs-fsyncs/step", f0, runs*runSteps)
+	stop()
+	f0 = fsynced()
+	took := bareConcurrent(b, ctx, log, js.JS, tmpl20, runs, 0)
+	perStep("bare200-fsyncs/append", f0, runs*len(tmpl20))
+	runsRate := float64(runs*runSteps) / runsTime.Seconds()
+	bare200 := float64(runs*len(tmpl20)) / took.Seconds()
+	b.ReportMetric(runsRate, "runs-steps/s")
+	b.ReportMetric(bare200, "bare200-appends/s")
+	b.ReportMetric(runsRate/bare200, "runs/bare200")
+}
