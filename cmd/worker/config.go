@@ -46,6 +46,9 @@ type Config struct {
 	Models map[string]model.File `yaml:"models"`
 	// Log: stream layout (must match every other worker's).
 	Log LogConfig `yaml:"log"`
+	// Durability is what an acknowledged append of the embedded server
+	// survives: process (the default) or machine (see --durability).
+	Durability string `yaml:"durability"`
 	// MCP: MCP servers whose classified, pinned tools are offered beside
 	// the built-in ones (see the mcp package; "arbiter mcp pin" writes the
 	// lock file). A relative lock path is relative to the config file.

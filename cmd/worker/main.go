@@ -53,7 +53,8 @@ type flags struct {
 	concurrency                                                                 int
 	ackWait                                                                     time.Duration
 	operators                                                                   multi
-	noAuth, syncAlways                                                          bool
+	noAuth                                                                      bool
+	durability                                                                  string
 }
 
 func main() {
@@ -86,7 +87,7 @@ flags:
 	fs.DurationVar(&f.ackWait, "ack-wait", 30*time.Second, "how long a run may be held without a sign of life before another worker takes it (the embedded server's; with --nats, what arbiter setup set)")
 	fs.Var(&f.operators, "operator", "operator public nkey (U…) whose decisions are accepted; repeatable (adds to the config's)")
 	fs.BoolVar(&f.noAuth, "no-auth", false, "embedded JetStream without users (anyone on 127.0.0.1 can do anything)")
-	fs.BoolVar(&f.syncAlways, "sync-always", false, "fsync every append before acknowledging it (about 7x slower appends; survives power loss)")
+	fs.StringVar(&f.durability, "durability", "", "what an acknowledged append of the embedded JetStream survives: process (a crash of this process; the default) or machine (also a power loss: every append fsynced first, about 2x slower a step here); config key durability. With --nats it is the server's own setting")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return
@@ -109,7 +110,14 @@ func run(ctx context.Context, f flags, logger *slog.Logger) error {
 	}
 	lc := events.Config{Stream: cfg.Log.Stream, Prefix: cfg.Log.Prefix, Shards: cfg.Log.Shards, Replicas: cfg.Log.Replicas}
 	fc := fleet.Config{AckWait: f.ackWait, Replicas: cfg.Log.Replicas}
-	nc, shutdown, err := connect(ctx, f, lc, fc, logger)
+	if f.durability == "" {
+		f.durability = cfg.Durability
+	}
+	syncAlways, err := syncAlwaysFor(f.durability, f.natsURL != "")
+	if err != nil {
+		return err
+	}
+	nc, shutdown, err := connect(ctx, f, lc, fc, syncAlways, logger)
 	if err != nil {
 		return err
 	}
@@ -229,7 +237,7 @@ func buildDriver(cfg Config, f flags, log *events.Log, logger *slog.Logger, with
 // connect joins --nats, or starts the embedded JetStream, sets it up as the
 // admin user (or anonymously with --no-auth), and connects to it
 // in-process as the worker user.
-func connect(ctx context.Context, f flags, lc events.Config, fc fleet.Config, logger *slog.Logger) (*nats.Conn, func(), error) {
+func connect(ctx context.Context, f flags, lc events.Config, fc fleet.Config, syncAlways bool, logger *slog.Logger) (*nats.Conn, func(), error) {
 	if f.natsURL != "" {
 		nf := natsflags.Flags{User: f.user, Password: f.password, PasswordFile: f.passwordFile, Creds: f.creds}
 		opts, err := nf.Options("arbiter-worker")
@@ -242,7 +250,7 @@ func connect(ctx context.Context, f flags, lc events.Config, fc fleet.Config, lo
 		}
 		return nc, nc.Close, nil
 	}
-	ec := embedded.Config{Dir: filepath.Join(f.data, "jetstream"), SyncAlways: f.syncAlways}
+	ec := embedded.Config{Dir: filepath.Join(f.data, "jetstream"), SyncAlways: syncAlways}
 	if f.listen != "" {
 		host, port, err := net.SplitHostPort(f.listen)
 		if err != nil {
@@ -276,7 +284,7 @@ func connect(ctx context.Context, f flags, lc events.Config, fc fleet.Config, lo
 		srv.Stop()
 		return nil, nil, err
 	}
-	logger.Info("embedded JetStream ready", "store", ec.Dir, "listen", f.listen, "auth", !f.noAuth, "sync_always", f.syncAlways, "shards", lc.WithDefaults().Shards)
+	logger.Info("embedded JetStream ready", "store", ec.Dir, "listen", f.listen, "auth", !f.noAuth, "durability", durabilityName(syncAlways), "shards", lc.WithDefaults().Shards)
 	return nc, func() { nc.Close(); srv.Stop() }, nil
 }
 
@@ -355,4 +363,37 @@ func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry, nc
 	go func() { <-ctx.Done(); _ = srv.Close() }()
 	logger.Info("metrics and health", "addr", l.Addr().String())
 	return nil
+}
+
+// The durability levels of the embedded server (see the README's
+// "Durability" and ADR 0017).
+const (
+	// durabilityProcess: an acknowledged append survives a crash of the
+	// process; JetStream writes it at once and fsyncs every two minutes,
+	// so a power loss or a kernel crash can lose the last ones.
+	durabilityProcess = "process"
+	// durabilityMachine: every append is fsynced before it is
+	// acknowledged (JetStream's SyncAlways), so it survives a power loss.
+	durabilityMachine = "machine"
+)
+
+// syncAlwaysFor is whether durability level d asks for SyncAlways. A level
+// given with --nats is refused: a server the worker joins has its own.
+func syncAlwaysFor(d string, joined bool) (bool, error) {
+	switch {
+	case d != "" && joined:
+		return false, fmt.Errorf("durability %q: with --nats the server's own setting decides (sync_interval: always in its jetstream block for machine, a cluster with log.replicas: 3 to survive a lost node); drop --durability and the config's durability", d)
+	case d == "" || d == durabilityProcess:
+		return false, nil
+	case d == durabilityMachine:
+		return true, nil
+	}
+	return false, fmt.Errorf("durability %q: want %s (survives a crash of the process; the default) or %s (also a power loss: every append fsynced)", d, durabilityProcess, durabilityMachine)
+}
+
+func durabilityName(syncAlways bool) string {
+	if syncAlways {
+		return durabilityMachine
+	}
+	return durabilityProcess
 }

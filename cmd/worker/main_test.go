@@ -263,3 +263,32 @@ func TestWorker_NoAuthSetsUpAnonymously(t *testing.T) {
 		t.Errorf("--no-auth wrote credentials (%v), want none", err)
 	}
 }
+
+// TestSyncAlwaysFor: the durability levels map to SyncAlways, an unknown
+// one is refused naming the levels, and a level with --nats is refused
+// naming the server's own setting.
+func TestSyncAlwaysFor(t *testing.T) {
+	for _, tc := range []struct {
+		level  string
+		joined bool
+		want   bool
+		err    string
+	}{
+		{"", false, false, ""},
+		{"process", false, false, ""},
+		{"machine", false, true, ""},
+		{"power", false, false, `durability "power": want process`},
+		{"machine", true, false, "sync_interval: always"},
+		{"", true, false, ""},
+	} {
+		got, err := syncAlwaysFor(tc.level, tc.joined)
+		switch {
+		case tc.err == "" && err != nil:
+			t.Errorf("%q joined=%v: %v", tc.level, tc.joined, err)
+		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+			t.Errorf("%q joined=%v: got error %v, want one saying %q", tc.level, tc.joined, err, tc.err)
+		case got != tc.want:
+			t.Errorf("%q joined=%v: got SyncAlways %v, want %v", tc.level, tc.joined, got, tc.want)
+		}
+	}
+}
