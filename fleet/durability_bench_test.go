@@ -2,6 +2,7 @@ package fleet_test
 
 import (
 	"fmt"
+	"os"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -70,6 +71,10 @@ func benchSyncAlways(b *testing.B, shards int) {
 		}
 	}
 
+	// The floor: a write of an event's size and its fsync, on the
+	// server's file system, one after another.
+	b.ReportMetric(rawFsyncRate(b, js.Server.StoreDir(), 500), "raw-fsyncs/s")
+
 	// One run, and one bare writer.
 	d := benchDriver(b, log, 0, nil)
 	tmpl := benchTemplate(b, ctx, d, oneSteps)
@@ -135,4 +140,27 @@ func benchSyncAlways(b *testing.B, shards int) {
 	b.ReportMetric(runsRate, "runs-steps/s")
 	b.ReportMetric(bare200, "bare200-appends/s")
 	b.ReportMetric(runsRate/bare200, "runs/bare200")
+}
+
+// rawFsyncRate appends 600 bytes to a file in dir and fsyncs it, n times,
+// and returns how many it made a second.
+func rawFsyncRate(b *testing.B, dir string, n int) float64 {
+	b.Helper()
+	f, err := os.CreateTemp(dir, "fsync-*")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer os.Remove(f.Name())
+	defer f.Close()
+	buf := make([]byte, 600)
+	start := time.Now()
+	for range n {
+		if _, err := f.Write(buf); err != nil {
+			b.Fatal(err)
+		}
+		if err := f.Sync(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return float64(n) / time.Since(start).Seconds()
 }
