@@ -33,16 +33,21 @@ import (
 //     per step). Without the right to count they are not reported.
 //
 // Run it with -benchtime=1x (docs/performance.md, "Durability").
+//
+// The last shape, sync=default, is the same workload with JetStream's
+// default durability (fsync every two minutes), for what the machine level
+// costs beside it.
 func BenchmarkDurability_SyncAlways(b *testing.B) {
 	for _, shards := range []int{1, 4} {
-		b.Run(fmt.Sprintf("shards=%d", shards), func(b *testing.B) { benchSyncAlways(b, shards) })
+		b.Run(fmt.Sprintf("shards=%d", shards), func(b *testing.B) { benchSyncAlways(b, shards, true) })
 	}
+	b.Run("sync=default/shards=1", func(b *testing.B) { benchSyncAlways(b, 1, false) })
 }
 
-func benchSyncAlways(b *testing.B, shards int) {
+func benchSyncAlways(b *testing.B, shards int, syncAlways bool) {
 	const oneSteps, runs, runSteps, toolTime = 1000, 200, 20, 10 * time.Millisecond
 	ctx := benchCtx(b)
-	js := testkit.JetStreamWith(b, embedded.Config{SyncAlways: true})
+	js := testkit.JetStreamWith(b, embedded.Config{SyncAlways: syncAlways})
 	q, err := fleet.Setup(ctx, js.JS, fleet.Config{})
 	if err != nil {
 		b.Fatal(err)

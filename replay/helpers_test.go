@@ -120,8 +120,8 @@ func evaluations(t *testing.T, lines [][]byte) []evaluation {
 			for _, s := range b.Tools {
 				specs[s.Hash] = s
 			}
-		case events.StepPolicy, events.ApprovalRequested:
-			b, _ := events.DecodeBody[events.PolicyBody](e)
+		}
+		if b, ok, _ := events.PolicyResult(e); ok {
 			s := specs[b.ToolHash]
 			out = append(out, evaluation{run: e.Run, step: b.Step, seq: uint64(i + 1), tool: s.Name, class: s.SideEffect, kind: e.Kind, body: b})
 		}

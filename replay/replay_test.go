@@ -6,6 +6,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 
@@ -147,7 +149,7 @@ func TestCheck_CheckingPolicyWithoutID(t *testing.T) {
 
 func TestCheck_TamperedEventIsReported(t *testing.T) {
 	orig := fixture(t, "fleet.jsonl")
-	at := lineOf(t, orig, "alpha", events.StepPolicy, `tool write_file"`)
+	at := lineOf(t, orig, "alpha", events.StepDecided, `tool write_file"`)
 	tests := []struct {
 		name   string
 		tamper func(lines [][]byte) ([][]byte, [][]byte) // altered lines and their originals
@@ -399,6 +401,15 @@ func TestCheck_HandsThePolicyTheViewBeforeItsEvent(t *testing.T) {
 		if e.Kind == events.StepPolicy || e.Kind == events.ApprovalRequested {
 			want = append(want, v.Clone())
 		}
+		if d, _ := events.DecodeBody[events.StepDecidedBody](e); e.Kind == events.StepDecided && d.Policy != nil {
+			// A carried result was asked on the view holding its decision.
+			shown := v.Clone()
+			d.Policy = nil
+			if err := shown.ApplyWith(e, d); err != nil {
+				t.Fatal(err)
+			}
+			want = append(want, shown)
+		}
 		if err := v.Apply(e); err != nil {
 			t.Fatal(err)
 		}
@@ -508,5 +519,40 @@ func TestCheck_PolicyWritingThroughItsViewChangesNothing(t *testing.T) {
 	r := check(t, load(t, lines), vandal{baseline()}, replay.Selection{}, replay.Options{Operators: operators(t, 1)})
 	if want := len(evaluations(t, lines)); r.sum.Same != want || !r.sum.Clean() {
 		t.Errorf("summary: %+v, want all %d evaluations the same", r.sum, want)
+	}
+}
+
+// TestCheck_LogsFromBeforeCarriedResults: a log recorded before decisions
+// carried their policy results (ADR 0017: a step.policy event after each
+// decision) still replays: every evaluation re-checks as the same under
+// the policy that recorded it, and a widened policy is seen at exactly the
+// steps it widens.
+func TestCheck_LogsFromBeforeCarriedResults(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("testdata", "fleet-before-0017.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := bytes.Split(bytes.TrimSuffix(b, []byte("\n")), []byte("\n"))
+	evs := evaluations(t, lines)
+	for _, ev := range evs {
+		if ev.kind == events.StepDecided {
+			t.Fatalf("the fixture from before ADR 0017 holds a carried result at @%d", ev.seq)
+		}
+	}
+	r := check(t, load(t, lines), baseline(), replay.Selection{}, replay.Options{Operators: operators(t, 1)})
+	if r.sum.Same != len(evs) || r.sum.Evaluations != len(evs) || !r.sum.Clean() {
+		t.Errorf("same %d of %d evaluations (want all %d), summary %+v", r.sum.Same, r.sum.Evaluations, len(evs), r.sum)
+	}
+	p, opts := changed(events.RemoteMutation, policy.Allow)
+	opts.Operators = operators(t, 1)
+	r = check(t, load(t, lines), p, replay.Selection{}, opts)
+	want := 0
+	for _, ev := range evs {
+		if ev.class == events.RemoteMutation && ev.body.Consumes == "" && ev.body.Outcome == string(policy.RequireApproval) {
+			want++
+		}
+	}
+	if want == 0 || r.sum.Widens != want {
+		t.Errorf("remote mutation allowed: widens %d, want %d", r.sum.Widens, want)
 	}
 }
