@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -934,5 +935,47 @@ func TestDriver_BusyHookWhileToolRuns(t *testing.T) {
 	time.Sleep(20 * time.Millisecond)
 	if got := calls.Load(); got != after {
 		t.Errorf("busy hook called %d more times after the tools returned", got-after)
+	}
+}
+
+// TestDriver_AllowedStepIsTwoEventsAndRunsAfterTheFirst: an allowed call is
+// recorded as its decision carrying the allow, then its observation (ADR
+// 0017), and the tool runs only once the first is stored: when it runs, the
+// log's last event is that decision, with the allow, and nothing else of
+// the step.
+func TestDriver_AllowedStepIsTwoEventsAndRunsAfterTheFirst(t *testing.T) {
+	env := testkit.JetStream(t)
+	log := env.Log(t, events.Config{})
+	send := testkit.NewLedger("send_email", events.RemoteMutation, toSchema)
+	var atRun []events.Record
+	send.Result = func(ctx context.Context, _ json.RawMessage) (string, error) {
+		recs, _, err := log.Read(ctx, "two")
+		if err != nil {
+			return "", err
+		}
+		atRun = recs
+		return "sent", nil
+	}
+	d := newDriver(t, log, allowAll, send, done())
+	r := create(t, d, "two")
+	drive(t, d, r, testkit.NewScript(testkit.Call("send_email", `{"to":"ops"}`), testkit.Call("done", `{}`)))
+	if len(atRun) == 0 {
+		t.Fatal("the tool never ran")
+	}
+	last := atRun[len(atRun)-1].Event
+	pb, ok, err := events.PolicyResult(last)
+	if err != nil || !ok || last.Kind != events.StepDecided || pb.Outcome != string(policy.Allow) || pb.Step != 1 {
+		t.Fatalf("when the tool ran, the last event was %s (result %+v %v %v), want step 1's decision carrying its allow", last.Kind, pb, ok, err)
+	}
+	recs := records(t, log, "two")
+	want := []events.Kind{events.RunCreated, events.StepDecided, events.StepObserved, events.StepDecided, events.StepObserved, events.RunFinished}
+	if got := kinds(recs); !slices.Equal(got, want) {
+		t.Errorf("events: got %v, want %v", got, want)
+	}
+	// The step's recorded time is the one the policy saw it at: the
+	// view's step holds the decision's event time.
+	v := r.View()
+	if s := v.Step(1); s == nil || !s.Decided.Equal(recs[1].Event.Time) || s.Policy == nil || s.Policy.Outcome != string(policy.Allow) {
+		t.Errorf("step 1 in the view: %+v, want decided at %v with its allow", s, recs[1].Event.Time)
 	}
 }

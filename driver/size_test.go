@@ -3,6 +3,7 @@ package driver_test
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 
@@ -104,4 +105,32 @@ func TestDriver_EventTooLargeFailsTheRunClosed(t *testing.T) {
 	if got := len(script.Inputs()); got != 1 {
 		t.Errorf("agent asked %d times, want 1", got)
 	}
+}
+
+// TestDriver_PairTooLargeForOneEventGoesApart: a decision that fits in an
+// event alone but not with its allow (whose PolicyJSON arguments repeat
+// its own) is recorded alone, then its allow as a step.policy event, and
+// the call runs once, after both (ADR 0017).
+func TestDriver_PairTooLargeForOneEventGoesApart(t *testing.T) {
+	env := testkit.JetStream(t)
+	log := env.Log(t, events.Config{})
+	send := testkit.NewLedger("send", events.LocalMutation, toSchema)
+	d := newDriver(t, log, policy.DefaultSideEffects(), send, done())
+	r := create(t, d, "pair")
+	// Just under the size a decision is recorded whole at (MaxDecision,
+	// half the server's limit by default): twice it is over the limit.
+	args := bigArgs(log.MaxEventBytes()/2 - 64)
+	drive(t, d, r, testkit.NewScript(testkit.Call("send", args), testkit.Call("done", `{}`)))
+	wantCount(t, send, 1)
+	recs := records(t, log, "pair")
+	if got, want := kinds(recs)[1:4], []events.Kind{events.StepDecided, events.StepPolicy, events.StepObserved}; !slices.Equal(got, want) {
+		t.Fatalf("step 1: got %v, want %v", got, want)
+	}
+	if b := body[events.StepDecidedBody](t, recs[1]); b.Policy != nil || b.Oversize != nil || b.Args != args {
+		t.Errorf("the decision alone: policy %v oversize %v, %d bytes of arguments, want the whole decision and no result", b.Policy, b.Oversize, len(b.Args))
+	}
+	if pb := body[events.PolicyBody](t, recs[2]); pb.Outcome != string(policy.Allow) || pb.Step != 1 {
+		t.Errorf("its result: %+v, want step 1's allow", pb)
+	}
+	wantEnd(t, r.View(), projector.Completed, events.ReasonCompleted)
 }
