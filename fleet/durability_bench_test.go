@@ -34,25 +34,42 @@ import (
 //
 // Run it with -benchtime=1x (docs/performance.md, "Durability").
 //
-// The last shape, sync=default, is the same workload with JetStream's
-// default durability (fsync every two minutes), for what the machine level
-// costs beside it.
+// Two more shapes measure the other levels of the worker's --durability on
+// the same workload: level=process (JetStream's default: fsync every two
+// minutes) and level=cluster (three in-process nodes routed on 127.0.0.1,
+// the runs streams and the queue with three replicas, default sync). The
+// fsyncs of a cluster are those of all three nodes.
 func BenchmarkDurability_SyncAlways(b *testing.B) {
 	for _, shards := range []int{1, 4} {
-		b.Run(fmt.Sprintf("shards=%d", shards), func(b *testing.B) { benchSyncAlways(b, shards, true) })
+		b.Run(fmt.Sprintf("shards=%d", shards), func(b *testing.B) { benchDurability(b, shards, levelMachine) })
 	}
-	b.Run("sync=default/shards=1", func(b *testing.B) { benchSyncAlways(b, 1, false) })
+	b.Run("level=process/shards=1", func(b *testing.B) { benchDurability(b, 1, levelProcess) })
+	b.Run("level=cluster/shards=1", func(b *testing.B) { benchDurability(b, 1, levelCluster) })
 }
 
-func benchSyncAlways(b *testing.B, shards int, syncAlways bool) {
+// The durability levels the benchmark measures.
+const (
+	levelProcess = iota
+	levelMachine
+	levelCluster
+)
+
+func benchDurability(b *testing.B, shards, level int) {
 	const oneSteps, runs, runSteps, toolTime = 1000, 200, 20, 10 * time.Millisecond
 	ctx := benchCtx(b)
-	js := testkit.JetStreamWith(b, embedded.Config{SyncAlways: syncAlways})
-	q, err := fleet.Setup(ctx, js.JS, fleet.Config{})
+	var js *testkit.JS
+	replicas := 1
+	switch level {
+	case levelCluster:
+		js, replicas = testkit.ConnectCluster(b, testkit.Cluster(b, 3)), 3
+	default:
+		js = testkit.JetStreamWith(b, embedded.Config{SyncAlways: level == levelMachine})
+	}
+	q, err := fleet.Setup(ctx, js.JS, fleet.Config{Replicas: replicas})
 	if err != nil {
 		b.Fatal(err)
 	}
-	log := js.Log(b, events.Config{Shards: shards})
+	log := js.Log(b, events.Config{Shards: shards, Replicas: replicas})
 	counter, err := fsyncs.Start()
 	if err != nil {
 		b.Logf("fsyncs not counted: %v", err)
