@@ -146,8 +146,14 @@ func allows(e events.Event) bool {
 // append makes the run's appends; pause, when set, is called after each
 // write-ahead allow (where the tool runs).
 func (r *bareRun) append(ctx context.Context, pause func()) error {
+	return r.appendRange(ctx, 0, len(r.evs), pause)
+}
+
+// appendRange makes the run's appends from event from up to event to.
+func (r *bareRun) appendRange(ctx context.Context, from, to int, pause func()) error {
 	filter := r.log.RunFilter(r.id)
-	for i, e := range r.evs {
+	for i := from; i < to; i++ {
+		e := r.evs[i]
 		if r.js != nil {
 			ack, err := r.js.PublishMsg(ctx, r.msgs[i], jetstream.WithMsgID(e.ID), jetstream.WithExpectLastSequenceForSubject(r.tail.Seq, filter))
 			if err != nil {
