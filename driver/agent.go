@@ -78,6 +78,19 @@ type Agent interface {
 	Decide(ctx context.Context, in StepInput) (Decision, error)
 }
 
+// Pure is implemented by an agent whose Decide depends on its input alone
+// and does nothing else: it records no model call (StepInput.Record is not
+// used), calls out to nothing, and answers the same input the same way.
+// The driver may then ask it for a run's next decision, check it and ask the
+// policy while the observation before it is still being stored, and drop
+// all of that if the observation's append is refused (ADR 0017): nothing
+// is acted on, and nothing recorded, before the observation is stored.
+type Pure interface {
+	Agent
+	// Pure marks the agent; it is never called.
+	Pure()
+}
+
 // AgentFunc adapts a function to [Agent].
 type AgentFunc func(ctx context.Context, in StepInput) (Decision, error)
 

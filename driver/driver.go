@@ -181,6 +181,12 @@ type Run struct {
 	// records it instead of asking the agent again.
 	undelivered   *Decision
 	undeliveredAt events.Tail
+	// agent is the agent of the drive in progress; spec its decision for
+	// the view at tail specAt, asked and judged while the observation that
+	// led to that view was stored (a [Pure] agent only).
+	agent  Agent
+	spec   *foreseen
+	specAt events.Tail
 }
 
 // ID is the run's id.
@@ -307,6 +313,7 @@ type pending struct {
 	view projector.View // r's view with the event folded in, unless fold is set
 	fold error
 	next *StepInput // the agent's input for view, when it will likely be asked next
+	spec *foreseen  // a pure agent's decision for view, judged
 }
 
 // prepared is an event ready to append: body held to UTF-8 (see clean),
@@ -361,9 +368,15 @@ func (d *Driver) send(ctx context.Context, r *Run, e prepared) (*pending, error)
 		pa.fold = fmt.Errorf("fold own event: %w", err)
 	} else if k == events.StepObserved && !pa.view.Run.Status.Ended() {
 		// An observation is most often followed by the agent's next
-		// decision: copy the view for it now, while the server works.
+		// decision: copy the view for it now, while the server works,
+		// and a pure agent is asked for it too (see [Pure]).
 		in := d.stepInput(&pa.view)
-		pa.next = &in
+		if pure, ok := r.agent.(Pure); ok && d.asksAgentNext(&pa.view) {
+			pa.spec = d.foresee(ctx, &pa.view, in, pure)
+		}
+		if pa.spec == nil {
+			pa.next = &in
+		}
 	}
 	return pa, nil
 }
@@ -384,6 +397,7 @@ func (d *Driver) commit(ctx context.Context, r *Run, p *pending) error {
 	r.view = p.view
 	r.tail = p.p.Tail()
 	r.next, r.nextAt = p.next, r.tail
+	r.spec, r.specAt = p.spec, r.tail
 	return nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/arbiter-run/arbiter/events"
@@ -29,6 +30,8 @@ func (d *Driver) Drive(ctx context.Context, r *Run, agent Agent) error {
 // and hands the run back without cutting a tool short. It returns
 // [ErrStopped] then.
 func (d *Driver) DriveUntil(ctx context.Context, r *Run, agent Agent, stop <-chan struct{}) error {
+	r.agent = agent
+	defer func() { r.agent, r.spec = nil, nil }()
 	for {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -100,26 +103,45 @@ func (d *Driver) advance(ctx context.Context, r *Run, agent Agent) (bool, error)
 		// where a decision is needed.
 		return false, nil
 	}
-	dec, err := d.decide(ctx, r, agent)
-	var rec *recordError
-	if errors.As(err, &rec) {
-		// The run moved under the agent, or the log is gone: nothing may
-		// be recorded for it on this tail.
-		return false, rec.err
+	// A pure agent's decision asked and judged while the observation
+	// before it was stored, if it is for this very tail.
+	pre := r.spec
+	if pre != nil && (r.specAt != r.tail || (r.undelivered != nil && r.undeliveredAt == r.tail)) {
+		pre = nil
 	}
-	if err != nil {
-		if ctx.Err() != nil {
-			return false, ctx.Err()
+	r.spec = nil
+	var dec Decision
+	if pre != nil {
+		dec = pre.dec
+	} else {
+		var err error
+		dec, err = d.decide(ctx, r, agent)
+		var rec *recordError
+		if errors.As(err, &rec) {
+			// The run moved under the agent, or the log is gone: nothing
+			// may be recorded for it on this tail.
+			return false, rec.err
 		}
-		return true, d.append(ctx, r, r.ID(), events.RunFailed, endOf(err))
-	}
-	if dec.Final != nil {
-		return true, d.finish(ctx, r, dec.Final.Text)
+		if err != nil {
+			if ctx.Err() != nil {
+				return false, ctx.Err()
+			}
+			return true, d.append(ctx, r, r.ID(), events.RunFailed, endOf(err))
+		}
+		if dec.Final != nil {
+			return true, d.finish(ctx, r, dec.Final.Text)
+		}
 	}
 	n := v.Steps.Len() + 1
 	body := d.decidedBody(n, dec)
 	if body.Oversize == nil {
-		sent, err := d.record(ctx, r, dec, body)
+		var sent bool
+		var err error
+		if pre != nil {
+			sent, err = d.recordJudged(ctx, r, dec, pre.body, pre.at, pre.j)
+		} else {
+			sent, err = d.record(ctx, r, dec, body)
+		}
 		if sent || !errors.Is(err, events.ErrTooLarge) {
 			return err == nil, err
 		}
@@ -157,29 +179,75 @@ func (d *Driver) advance(ctx context.Context, r *Run, agent Agent) (bool, error)
 // event. sent is false when nothing was sent: with an error wrapping
 // [events.ErrTooLarge] when the decision alone is too large to store.
 func (d *Driver) record(ctx context.Context, r *Run, dec Decision, body events.StepDecidedBody) (sent bool, err error) {
+	at, j, err := d.judgeNext(ctx, &r.view, body)
+	if err != nil {
+		return false, err
+	}
+	return d.recordJudged(ctx, r, dec, body, at, j)
+}
+
+// judgeNext checks decision body and asks the policy on a fork of v that
+// holds it, as the next event of the run, recorded at the time it returns:
+// what the policy is shown. The decision is as it will be stored (its text
+// made valid); its body is not encoded: the fold takes it as it is.
+func (d *Driver) judgeNext(ctx context.Context, v *projector.View, body events.StepDecidedBody) (time.Time, judgement, error) {
+	cleaned, _ := clean(body)
+	at := d.cfg.Now().UTC()
+	ev := events.Event{V: events.FormatVersion, Run: v.Run.ID, Kind: events.StepDecided, Time: at, Seq: v.Run.Events + 1}
+	fork := v.Fork()
+	if err := fork.ApplyWith(ev, cleaned); err != nil {
+		return at, judgement{}, fmt.Errorf("fold own event: %w", err)
+	}
+	return at, d.judge(ctx, v.Run.ID, &fork, body.Step, nil), nil
+}
+
+// foreseen is a pure agent's next decision, asked and judged ahead.
+type foreseen struct {
+	dec  Decision
+	body events.StepDecidedBody
+	at   time.Time
+	j    judgement
+}
+
+// foresee asks pure agent a for its decision on input in (of view v, the
+// view once the observation in flight is stored), and judges it: nil when
+// the agent fails, answers finally, or its decision is oversize, which the
+// loop then handles as it does any decision.
+func (d *Driver) foresee(ctx context.Context, v *projector.View, in StepInput, a Agent) *foreseen {
+	in.Record = func(context.Context, events.Kind, any) error { return errPureRecords }
+	dec, err := ask(ctx, a, in)
+	if err != nil || dec.Final != nil {
+		return nil
+	}
+	body := d.decidedBody(v.Steps.Len()+1, dec)
+	if body.Oversize != nil {
+		return nil
+	}
+	at, j, err := d.judgeNext(ctx, v, body)
+	if err != nil {
+		return nil
+	}
+	return &foreseen{dec: dec, body: body, at: at, j: j}
+}
+
+// errPureRecords is what a pure agent asked ahead gets if it records.
+var errPureRecords = errors.New("an agent marked driver.Pure records no model calls")
+
+// recordJudged records decision dec (body, judged as j on the view holding
+// it, at time at) and acts on the judgement: see [Driver.record].
+func (d *Driver) recordJudged(ctx context.Context, r *Run, dec Decision, body events.StepDecidedBody, at time.Time, j judgement) (sent bool, err error) {
 	undelivered := func(err error) error {
 		if !errors.Is(err, events.ErrConflict) && !errors.Is(err, events.ErrTooLarge) {
 			r.undelivered, r.undeliveredAt = &dec, r.tail
 		}
 		return err
 	}
-	alone, err := d.prepare(r.ID(), events.StepDecided, body)
-	if err != nil {
-		return false, err
-	}
-	ev := alone.ev
-	ev.Seq, ev.Prev = r.tail.Count+1, r.tail.Hash
-	fork := r.view.Fork()
-	if err := fork.ApplyWith(ev, alone.body); err != nil {
-		return false, fmt.Errorf("fold own event: %w", err)
-	}
-	j := d.judge(ctx, r.ID(), &fork, body.Step, nil)
-	if j.err == nil && j.policy != nil {
+	if j.policy != nil {
 		pb := *j.policy
 		body.Policy = &pb
 		if both, err := d.prepare(r.ID(), events.StepDecided, body); err == nil {
 			// The step's time is the one the policy saw it at.
-			both.ev.Time = alone.ev.Time
+			both.ev.Time = at
 			p, err := d.send(ctx, r, both)
 			if !errors.Is(err, events.ErrTooLarge) {
 				if err != nil {
@@ -196,6 +264,12 @@ func (d *Driver) record(ctx context.Context, r *Run, dec Decision, body events.S
 			}
 		}
 	}
+	body.Policy = nil
+	alone, err := d.prepare(r.ID(), events.StepDecided, body)
+	if err != nil {
+		return false, err
+	}
+	alone.ev.Time = at
 	p, err := d.send(ctx, r, alone)
 	if err != nil {
 		return false, undelivered(err)
@@ -440,24 +514,23 @@ func (d *Driver) evaluate(ctx context.Context, r *Run, n int, grant *projector.A
 // whether the step's call executes once that event is stored (see
 // [Driver.plan]).
 type judgement struct {
-	rec  prepared
+	kind events.Kind // of the event that records it
+	body any
 	exec bool
 	req  policy.Request
-	err  error // the event could not be prepared
-	// policy is the result rec records when it is a plain policy result
+	// policy is the result body holds when it is a plain policy result
 	// (a step.policy event with no grant consumed), which may travel in
 	// its decision's event instead.
 	policy *events.PolicyBody
 }
 
 // judge checks step n of v against its tool's schema, asks the policy and
-// prepares the event that records the answer: a refusing observation, or
-// what [Driver.plan] makes of the policy's answer. It records nothing and
+// says which event records the answer: a refusing observation, or what
+// [Driver.plan] makes of the policy's answer. It records nothing and
 // changes nothing.
 func (d *Driver) judge(ctx context.Context, run string, v *projector.View, n int, grant *projector.Approval) judgement {
 	refuse := func(kind, content string) judgement {
-		rec, err := d.prepare(run, events.StepObserved, d.observation(n, kind, content))
-		return judgement{rec: rec, err: err}
+		return judgement{kind: events.StepObserved, body: d.observation(n, kind, content)}
 	}
 	s := v.Step(n)
 	if o := s.Decision.Oversize; o != nil {
@@ -490,9 +563,8 @@ func (d *Driver) judge(ctx context.Context, run string, v *projector.View, n int
 	if d.cfg.Shadow != nil {
 		body = d.shadow(ctx, req, v, body)
 	}
-	rec, err := d.prepare(run, k, body)
-	j := judgement{rec: rec, exec: exec, req: req, err: err}
-	if pb, ok := rec.body.(events.PolicyBody); ok && err == nil && k == events.StepPolicy && pb.Consumes == "" && grant == nil {
+	j := judgement{kind: k, body: body, exec: exec, req: req}
+	if pb, ok := body.(events.PolicyBody); ok && k == events.StepPolicy && pb.Consumes == "" && grant == nil {
 		j.policy = &pb
 	}
 	return j
@@ -501,10 +573,11 @@ func (d *Driver) judge(ctx context.Context, run string, v *projector.View, n int
 // act records a judgement and, when it allows the call, executes it: the
 // write-ahead result first, the tool only once that is stored.
 func (d *Driver) act(ctx context.Context, r *Run, j judgement) error {
-	if j.err != nil {
-		return j.err
+	rec, err := d.prepare(r.ID(), j.kind, j.body)
+	if err != nil {
+		return err
 	}
-	p, err := d.send(ctx, r, j.rec)
+	p, err := d.send(ctx, r, rec)
 	if err != nil {
 		return err
 	}

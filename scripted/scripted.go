@@ -17,7 +17,11 @@ type Agent struct {
 	Decisions []driver.Decision
 }
 
-var _ driver.Agent = Agent{}
+var _ driver.Pure = Agent{}
+
+// Pure marks the agent as a pure function of the run's step count
+// ([driver.Pure]).
+func (Agent) Pure() {}
 
 // Decide returns the decision for the next step, or an error when the script
 // has none left.

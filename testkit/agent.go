@@ -49,6 +49,9 @@ type Counter struct {
 	Steps int
 }
 
+// Pure marks Counter as a pure function of its input ([driver.Pure]).
+func (Counter) Pure() {}
+
 // Decide returns the call for the next step.
 func (c Counter) Decide(_ context.Context, in driver.StepInput) (driver.Decision, error) {
 	n := in.Steps.Len() + 1
