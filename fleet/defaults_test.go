@@ -205,4 +205,3 @@ func TestWorker_RunDefaultsRefusals(t *testing.T) {
 		}
 	}
 }
-
