@@ -50,3 +50,19 @@ type listFlag []string
 func (l *listFlag) String() string { return strings.Join(*l, ",") }
 
 func (l *listFlag) Set(s string) error { *l = append(*l, s); return nil }
+
+// startedAs says who a started run was recorded as asked by, and where
+// from, for `arbiter start` to print ("" when neither).
+func startedAs(b events.RunCreatedBody) string {
+	var s string
+	if b.Actor != nil {
+		s += ", actor " + b.Actor.ID
+		if len(b.Actor.Roles) > 0 {
+			s += " (" + strings.Join(b.Actor.Roles, ", ") + ")"
+		}
+	}
+	if b.Surface != "" {
+		s += ", surface " + b.Surface
+	}
+	return s
+}
