@@ -137,3 +137,56 @@ func BenchmarkStep(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkStepRatio drives, in turn, one 100-step run under the
+// side-effect policy and one under the 100-rule file (10 rules applying,
+// each recorded on every step) composed with it as the worker does, and
+// reports each one's time per step and their ratio. Taking turns within
+// one benchmark keeps a noisy machine's drift out of the ratio, which
+// separate sub-benchmarks run one after the other do not.
+func BenchmarkStepRatio(b *testing.B) {
+	env := testkit.JetStream(b)
+	log := env.Log(b, events.Config{})
+	read := testkit.NewLedger("read", events.ReadOnly, testkit.AnyObject)
+	read.Result = func(context.Context, json.RawMessage) (string, error) { return "ok", nil }
+	done := testkit.NewLedger("done", events.ReadOnly, testkit.AnyObject).Terminal()
+	rp, err := rules.Parse("bench.yaml", []byte(hundredRules(10)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	se := policy.WithID(policy.DefaultSideEffects(), "side-effects")
+	composed, err := policy.Compose(se, rp)
+	if err != nil {
+		b.Fatal(err)
+	}
+	const steps = 100
+	var ds [2]*driver.Driver
+	for i, p := range []policy.Policy{se, composed} {
+		if ds[i], err = driver.New(driver.Config{Log: log, Policy: p, Tools: []driver.Tool{read, done},
+			Limits: events.Limits{MaxSteps: steps + 1, MaxRepeats: steps + 1}}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	ctx := context.Background()
+	var spent [2]time.Duration
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		for k, d := range ds {
+			t0 := time.Now()
+			r, err := d.Create(ctx, events.NewID(), "bench", nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := d.Drive(ctx, r, testkit.Counter{Tool: "read", Steps: steps}); err != nil {
+				b.Fatal(err)
+			}
+			spent[k] += time.Since(t0)
+			if st := r.View().Run.Status; st != projector.Completed {
+				b.Fatalf("run ended %s %s", st, r.View().Run.Reason)
+			}
+		}
+	}
+	b.ReportMetric(float64(spent[0].Nanoseconds())/float64(b.N*steps), "side-effects-ns/step")
+	b.ReportMetric(float64(spent[1].Nanoseconds())/float64(b.N*steps), "rules-ns/step")
+	b.ReportMetric(float64(spent[1])/float64(spent[0]), "ratio")
+}
