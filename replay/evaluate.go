@@ -82,6 +82,7 @@ func (c *checker) evaluated(ctx context.Context, st *runState, e events.Event, s
 			tool = last.Decision.Tool
 		}
 	}
+	st.policyID = b.PolicyID
 	var res *Result
 	if report && c.inSelection(seq, e) && (c.tool == "" || tool == c.tool) {
 		res = c.recheck(ctx, st, e, seq, b, tool, spec, known)
