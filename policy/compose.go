@@ -75,15 +75,28 @@ func (c *Composed) Members() []string {
 func (c *Composed) Evaluate(ctx context.Context, req Request, view projector.View) (Decision, error) {
 	var win, ask *Decision
 	winID := ""
-	parts := make([]events.PolicyPart, 0, len(c.members)+8)
+	ds := make([]Decision, len(c.members))
+	n := len(c.members)
 	for i, m := range c.members {
-		d, err := m.Evaluate(ctx, req.Copy(), view.Clone())
+		// Each member its own copy; the last takes the one this policy was
+		// handed, which is already a copy nobody reads after it.
+		r, v := req, view
+		if i < len(c.members)-1 {
+			r, v = req.Copy(), view.Clone()
+		}
+		d, err := m.Evaluate(ctx, r, v)
 		if err != nil {
 			return Decision{}, fmt.Errorf("member %s: %w", m.PolicyID(), err)
 		}
 		if !d.Outcome.Valid() {
 			return Decision{}, fmt.Errorf("member %s: outcome %q (want allow, deny, abort or require_approval)", m.PolicyID(), d.Outcome)
 		}
+		ds[i] = d
+		n += len(d.Parts)
+	}
+	parts := make([]events.PolicyPart, 0, n)
+	for i, m := range c.members {
+		d := ds[i]
 		parts = append(parts, events.PolicyPart{ID: m.PolicyID(), Outcome: string(d.Outcome), Reason: d.Reason})
 		prefix := c.prefixes[i]
 		for _, p := range d.Parts {

@@ -70,16 +70,25 @@ func (p *Policy) Default() string { return p.defName }
 // decided. A condition that fails to evaluate denies (recorded with its
 // error): the policy fails closed.
 func (p *Policy) Evaluate(ctx context.Context, req policy.Request, view projector.View) (policy.Decision, error) {
-	ev := evaluation{ctx: ctx, req: &req, view: &view, windows: p.windows, tools: p.toolCache}
+	// The request, the view and the evaluation escape together (CEL holds
+	// the evaluation as its activation): one allocation, not three.
+	h := &struct {
+		req  policy.Request
+		view projector.View
+		ev   evaluation
+	}{req: req, view: view}
+	h.ev = evaluation{ctx: ctx, req: &h.req, view: &h.view, windows: p.windows, tools: p.toolCache}
+	ev := &h.ev
+	cands := p.candidates(&h.req.Tool)
 	var parts []events.PolicyPart
 	var win, confirm verdict // the zero verdict has no rule
-	for _, r := range p.candidates(&req.Tool) {
-		v, ok := r.apply(&ev)
+	for _, r := range cands {
+		v, ok := r.apply(ev)
 		if !ok {
 			continue
 		}
 		if parts == nil {
-			parts = make([]events.PolicyPart, 0, 4)
+			parts = make([]events.PolicyPart, 0, len(cands)+1)
 		}
 		parts = append(parts, v.part)
 		if !v.decides {
