@@ -16,10 +16,10 @@ type actorFlags struct {
 }
 
 func (a *actorFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&a.id, "actor", "", "who asks for the run (recorded with it; policies see it as actor and user)")
+	fs.StringVar(&a.id, "actor", "", "who asks for the run (recorded with it; policies see it as actor and user). Default: the agent's run_defaults in the live workers' config")
 	fs.Var(&a.roles, "role", "a role of the actor (repeatable)")
 	fs.Var(&a.attrs, "attr", "an attribute of the actor, KEY=VALUE (repeatable)")
-	fs.StringVar(&a.surface, "surface", "", `where the request came from ("api", "mcp", "cli")`)
+	fs.StringVar(&a.surface, "surface", "", `where the request came from ("api", "mcp", "cli"). Default: the agent's run_defaults`)
 }
 
 // actor returns the actor the flags name, or nil when --actor is not given.
