@@ -37,6 +37,7 @@ func (c *checker) decided(ctx context.Context, st *runState, e events.Event, seq
 	}
 	pb := *d.Policy
 	d.Policy = nil
+	st.policyID = pb.PolicyID
 	shown := st.view.Fork()
 	if shown.ApplyWith(e, d) != nil {
 		c.fold(st, e, seq) // does not fold: the run breaks there
