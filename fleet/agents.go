@@ -3,6 +3,7 @@ package fleet
 import (
 	"context"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
@@ -54,15 +55,20 @@ func (q *Queue) agents(ctx context.Context) (jetstream.KeyValue, error) {
 	return kv, nil
 }
 
-// offer records that worker offers agents, for AgentsTTL.
-func (q *Queue) offer(ctx context.Context, worker string, agents []string) error {
+// offer records that worker offers agents, each with its run defaults,
+// for AgentsTTL.
+func (q *Queue) offer(ctx context.Context, worker string, agents []offerValue) error {
 	kv, err := q.agents(ctx)
 	if err != nil {
 		return err
 	}
 	for _, a := range agents {
-		if _, err := kv.Put(ctx, agentKey(a, worker), []byte(a)); err != nil {
-			return fmt.Errorf("offer agent %q: %w", a, err)
+		b, err := json.Marshal(a)
+		if err != nil {
+			return fmt.Errorf("offer agent %q: %w", a.Agent, err)
+		}
+		if _, err := kv.Put(ctx, agentKey(a.Agent, worker), b); err != nil {
+			return fmt.Errorf("offer agent %q: %w", a.Agent, err)
 		}
 	}
 	return nil
@@ -117,12 +123,13 @@ func (q *Queue) Agents(ctx context.Context) ([]string, error) {
 
 // advertise keeps the worker's offer of its agents alive until ctx ends.
 func (w *Worker) advertise(ctx context.Context) {
-	names := make([]string, 0, len(w.cfg.Agents))
+	names := make([]offerValue, 0, len(w.cfg.Agents))
 	for n := range w.cfg.Agents {
+		v := offerValue{Agent: n, RunDefaults: w.cfg.Defaults[n]}
 		if n == "" {
-			n = anyAgent
+			v.Agent = anyAgent
 		}
-		names = append(names, n)
+		names = append(names, v)
 	}
 	id := events.NewID()
 	t := time.NewTicker(AgentsTTL / 3)

@@ -26,6 +26,11 @@ type WorkerConfig struct {
 	// Agents by the name a run was created with; the "" entry, if any,
 	// drives runs whose agent has no entry of its own.
 	Agents map[string]driver.Agent
+	// Defaults are the run defaults of some of Agents (same keys): the
+	// actor and surface a run of that agent is created with when its
+	// starter names none. The worker advertises them with the agent in the
+	// agents registry and never applies them itself (see [RunDefaults]).
+	Defaults map[string]RunDefaults
 	// Concurrency is how many runs the worker drives at once. Default 16.
 	Concurrency int
 	// Grace bounds how long a shutdown waits for the steps in flight.
@@ -56,6 +61,14 @@ type Worker struct {
 func NewWorker(cfg WorkerConfig) (*Worker, error) {
 	if cfg.Driver == nil || cfg.Queue == nil {
 		return nil, errors.New("new worker: a driver and a queue are required")
+	}
+	for name, d := range cfg.Defaults {
+		if _, ok := cfg.Agents[name]; !ok {
+			return nil, fmt.Errorf("new worker: run defaults for agent %q, which the worker does not have", name)
+		}
+		if err := d.Validate(); err != nil {
+			return nil, fmt.Errorf("new worker: run defaults for agent %q: %w", name, err)
+		}
 	}
 	if cfg.Concurrency == 0 {
 		cfg.Concurrency = 16

@@ -17,8 +17,9 @@ import (
 // which approval is asked for when several members ask (the first) and the
 // order of the record.
 type Composed struct {
-	members []IdentifiedPolicy
-	id      string
+	members  []IdentifiedPolicy
+	prefixes []string // "1 / ", "2 / ": what a member's own parts' ids start with
+	id       string
 }
 
 var _ IdentifiedPolicy = (*Composed)(nil)
@@ -41,6 +42,7 @@ func Compose(members ...Policy) (*Composed, error) {
 			return nil, fmt.Errorf("compose: member %d: %w", i+1, err)
 		}
 		c.members = append(c.members, ip)
+		c.prefixes = append(c.prefixes, strconv.Itoa(i+1)+" / ")
 		// Length-prefixed, so ids cannot run into one another.
 		h.Write([]byte(strconv.Itoa(len(ip.PolicyID())) + ":" + ip.PolicyID() + ","))
 	}
@@ -65,22 +67,40 @@ func (c *Composed) Members() []string {
 // with the member's id. A member's error, or an outcome outside the four,
 // is the composed policy's error: it fails closed. The decision's parts
 // name every member's id, outcome and reason, each followed by the
-// member's own parts (their ids prefixed with the member's).
+// member's own parts, their ids prefixed with the member's position ("2 /
+// p9/r90": rule p9/r90 of the second member). The position, not the
+// member's id, because the member's part just before says the id, and a
+// rules file's id is a 77-character hash that would otherwise be written
+// again for every rule that applied, on every step.
 func (c *Composed) Evaluate(ctx context.Context, req Request, view projector.View) (Decision, error) {
 	var win, ask *Decision
 	winID := ""
-	parts := make([]events.PolicyPart, 0, len(c.members))
-	for _, m := range c.members {
-		d, err := m.Evaluate(ctx, req.Copy(), view.Clone())
+	ds := make([]Decision, len(c.members))
+	n := len(c.members)
+	for i, m := range c.members {
+		// Each member its own copy; the last takes the one this policy was
+		// handed, which is already a copy nobody reads after it.
+		r, v := req, view
+		if i < len(c.members)-1 {
+			r, v = req.Copy(), view.Clone()
+		}
+		d, err := m.Evaluate(ctx, r, v)
 		if err != nil {
 			return Decision{}, fmt.Errorf("member %s: %w", m.PolicyID(), err)
 		}
 		if !d.Outcome.Valid() {
 			return Decision{}, fmt.Errorf("member %s: outcome %q (want allow, deny, abort or require_approval)", m.PolicyID(), d.Outcome)
 		}
+		ds[i] = d
+		n += len(d.Parts)
+	}
+	parts := make([]events.PolicyPart, 0, n)
+	for i, m := range c.members {
+		d := ds[i]
 		parts = append(parts, events.PolicyPart{ID: m.PolicyID(), Outcome: string(d.Outcome), Reason: d.Reason})
+		prefix := c.prefixes[i]
 		for _, p := range d.Parts {
-			p.ID = m.PolicyID() + " / " + p.ID
+			p.ID = prefix + p.ID
 			parts = append(parts, p)
 		}
 		if win == nil || strength(d.Outcome) > strength(win.Outcome) {

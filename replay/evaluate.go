@@ -37,6 +37,7 @@ func (c *checker) decided(ctx context.Context, st *runState, e events.Event, seq
 	}
 	pb := *d.Policy
 	d.Policy = nil
+	st.policyID = pb.PolicyID
 	shown := st.view.Fork()
 	if shown.ApplyWith(e, d) != nil {
 		c.fold(st, e, seq) // does not fold: the run breaks there
@@ -82,6 +83,7 @@ func (c *checker) evaluated(ctx context.Context, st *runState, e events.Event, s
 			tool = last.Decision.Tool
 		}
 	}
+	st.policyID = b.PolicyID
 	var res *Result
 	if report && c.inSelection(seq, e) && (c.tool == "" || tool == c.tool) {
 		res = c.recheck(ctx, st, e, seq, b, tool, spec, known)

@@ -29,6 +29,9 @@ type runState struct {
 	// invalid names the approvals whose standing decision did not verify,
 	// with why.
 	invalid map[string]string
+	// policyID is the id the run's last recorded evaluation carries: the
+	// policy that hid a tool from it, when one was hidden.
+	policyID string
 }
 
 func newRunState() *runState {
@@ -104,6 +107,8 @@ func (c *checker) decoded(ctx context.Context, rec record, report bool) error {
 		err = c.failedRun(ctx, st, e, r.StreamSeq, report)
 	case events.ApprovalGranted, events.ApprovalDenied:
 		err = c.decision(st, e, r.StreamSeq, report)
+	case events.StepObserved:
+		err = c.observed(ctx, st, e, r.StreamSeq, report)
 	default:
 		c.fold(st, e, r.StreamSeq)
 	}

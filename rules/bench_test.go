@@ -58,6 +58,14 @@ func BenchmarkDecide(b *testing.B) {
 		b.Run(fmt.Sprintf("rules=100/applying=%d", applying), func(b *testing.B) {
 			benchDecisions(b, p, req, v)
 		})
+		if applying == 10 {
+			// As the worker runs it: composed with the side-effect policy.
+			c, err := policy.Compose(policy.WithID(policy.DefaultSideEffects(), "side-effects"), p)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Run("rules=100/applying=10/composed", func(b *testing.B) { benchDecisions(b, c, req, v) })
+		}
 	}
 	se := policy.DefaultSideEffects()
 	req, v := request(tool, `{"n":7,"path":"notes.txt"}`, nil, time.Time{})
@@ -136,4 +144,66 @@ func BenchmarkStep(b *testing.B) {
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*steps), "ns/step")
 		})
 	}
+}
+
+// BenchmarkStepRatio drives, in turn, one 100-step run under the
+// side-effect policy, one under the 100-rule file composed with it as the
+// worker does (10 rules applying and audited: each recorded on every
+// step), and one under the same composition where the 10 conditions never
+// hold (evaluated on every step, nothing recorded but the default), and
+// reports each one's time per step and the ratios to the first. Taking
+// turns within one benchmark keeps a noisy machine's drift out of the
+// ratios, which sub-benchmarks run one after the other do not.
+func BenchmarkStepRatio(b *testing.B) {
+	env := testkit.JetStream(b)
+	log := env.Log(b, events.Config{})
+	read := testkit.NewLedger("read", events.ReadOnly, testkit.AnyObject)
+	read.Result = func(context.Context, json.RawMessage) (string, error) { return "ok", nil }
+	done := testkit.NewLedger("done", events.ReadOnly, testkit.AnyObject).Terminal()
+	se := policy.WithID(policy.DefaultSideEffects(), "side-effects")
+	ps := []policy.Policy{se}
+	for _, doc := range []string{hundredRules(10), strings.ReplaceAll(hundredRules(10), "args.n <", "args.n >")} {
+		rp, err := rules.Parse("bench.yaml", []byte(doc))
+		if err != nil {
+			b.Fatal(err)
+		}
+		composed, err := policy.Compose(se, rp)
+		if err != nil {
+			b.Fatal(err)
+		}
+		ps = append(ps, composed)
+	}
+	const steps = 100
+	ds := make([]*driver.Driver, len(ps))
+	for i, p := range ps {
+		var err error
+		if ds[i], err = driver.New(driver.Config{Log: log, Policy: p, Tools: []driver.Tool{read, done},
+			Limits: events.Limits{MaxSteps: steps + 1, MaxRepeats: steps + 1}}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	ctx := context.Background()
+	spent := make([]time.Duration, len(ds))
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		for k, d := range ds {
+			t0 := time.Now()
+			r, err := d.Create(ctx, events.NewID(), "bench", nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := d.Drive(ctx, r, testkit.Counter{Tool: "read", Steps: steps}); err != nil {
+				b.Fatal(err)
+			}
+			spent[k] += time.Since(t0)
+			if st := r.View().Run.Status; st != projector.Completed {
+				b.Fatalf("run ended %s %s", st, r.View().Run.Reason)
+			}
+		}
+	}
+	perStep := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / float64(b.N*steps) }
+	b.ReportMetric(perStep(spent[0]), "side-effects-ns/step")
+	b.ReportMetric(perStep(spent[1]), "rules-ns/step")
+	b.ReportMetric(float64(spent[1])/float64(spent[0]), "ratio")
+	b.ReportMetric(float64(spent[2])/float64(spent[0]), "quiet-ratio")
 }

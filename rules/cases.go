@@ -36,6 +36,11 @@ type CaseTool struct {
 	Resource   string   `yaml:"resource"`
 }
 
+// Spec is the tool as a recorded spec (no schema: any arguments).
+func (t CaseTool) Spec() events.ToolSpec {
+	return events.ToolSpec{Name: t.Name, SideEffect: t.SideEffect, Schema: json.RawMessage(`{}`), Data: t.Data, Tags: t.Tags, Resource: t.Resource, TimeoutMS: 1000}
+}
+
 // Case is one request and what must come of it.
 type Case struct {
 	Name    string        `yaml:"name"`
@@ -157,7 +162,7 @@ func RunCases(ctx context.Context, p policy.Policy, c *Cases) ([]CaseResult, err
 	specs := map[string]events.ToolSpec{}
 	var tools []events.ToolSpec
 	for _, t := range c.Tools {
-		s := events.ToolSpec{Name: t.Name, SideEffect: t.SideEffect, Schema: json.RawMessage(`{}`), Data: t.Data, Tags: t.Tags, Resource: t.Resource, TimeoutMS: 1000}
+		s := t.Spec()
 		specs[t.Name] = s
 		tools = append(tools, s)
 	}

@@ -71,7 +71,7 @@ func compile(name string, f *File, ps positions) (*Policy, error) {
 	if f.Default == "" {
 		f.Default = DefaultSideEffects
 	}
-	p := &Policy{name: name, file: f, defName: f.Default, defID: "default " + f.Default, toolCache: &sync.Map{}}
+	p := &Policy{name: name, file: f, defName: f.Default, defID: "default " + f.Default, toolCache: &sync.Map{}, candCache: &sync.Map{}}
 	switch f.Default {
 	case DefaultSideEffects:
 		p.def = policy.DefaultSideEffects()
@@ -118,6 +118,7 @@ func compile(name string, f *File, ps positions) (*Policy, error) {
 	for _, cp := range p.policies {
 		p.rules = append(p.rules, cp.rules...)
 	}
+	p.discovers = p.anyDiscovery()
 	canon, err := jsonform.Marshal(normalized(f))
 	if err != nil {
 		return nil, fail("", ErrInvalid, "canonical form: %v", err)

@@ -26,13 +26,21 @@ type Change struct {
 	// scope ("tools [a b]", "classes [destructive]", "all tools").
 	Target, Scope string
 	Detail        string
+	// Tools, set by [DiffOver] only, are the tools whose outcome the change
+	// can move, as a worker composing the file with the side-effect mapping
+	// decides them.
+	Tools []string
 }
 
 func (c Change) String() string {
-	if c.Rule == "default" {
-		return fmt.Sprintf("%s: default: %s", c.Direction, c.Detail)
+	var on string
+	if c.Tools != nil {
+		on = " on " + strings.Join(c.Tools, ", ")
 	}
-	return fmt.Sprintf("%s: %s (%s; %s): %s", c.Direction, c.Rule, c.Target, c.Scope, c.Detail)
+	if c.Rule == "default" {
+		return fmt.Sprintf("%s: default: %s%s", c.Direction, c.Detail, on)
+	}
+	return fmt.Sprintf("%s: %s (%s; %s): %s%s", c.Direction, c.Rule, c.Target, c.Scope, c.Detail, on)
 }
 
 // Widening reports whether any change widens or may widen: what the drift

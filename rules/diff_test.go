@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/arbiter-run/arbiter/events"
+	"github.com/arbiter-run/arbiter/policy"
 	"github.com/arbiter-run/arbiter/rules"
 )
 
@@ -106,5 +108,56 @@ func TestDiff_ApprovalsAgainstTheDefault(t *testing.T) {
 	}
 	if cs := rules.Diff(old, mustParse(t, empty)); !rules.Widening(cs) || cs[0].Direction != rules.Changes {
 		t.Errorf("removing destructive-needs-approval: %v, want a change the gate holds", cs)
+	}
+}
+
+// TestDiffOver_ExactOverTheTools: made exact over tools, composed with the
+// side-effect mapping, a change keeps only the tools whose outcome it can
+// move, and is dropped when it can move none.
+func TestDiffOver_ExactOverTheTools(t *testing.T) {
+	read := events.ToolSpec{Name: "files_read", SideEffect: events.ReadOnly}
+	del := events.ToolSpec{Name: "files_delete", SideEffect: events.Destructive}
+	localDel := events.ToolSpec{Name: "cache_delete", SideEffect: events.LocalMutation}
+	send := events.ToolSpec{Name: "mail_send", SideEffect: events.RemoteMutation}
+	gh := events.ToolSpec{Name: "github_search", SideEffect: events.ReadOnly}
+	tools := []events.ToolSpec{read, del, localDel, send, gh}
+	file := func(def, rulesYAML, mode, scope string) string {
+		return "version: 1\n" + def + "policies:\n  - id: p\n    type: tool_access\n" + scope + "    rules:\n" + rulesYAML + "    enforcement: {mode: " + mode + "}\n"
+	}
+	denyDel := "      - {id: r, action: deny, target: {type: tool, pattern: \"*_delete\"}}\n"
+	allowRead := "      - {id: r, action: allow, target: {type: tool, pattern: \"files_*\"}}\n"
+	confirmAll := "      - {id: r, action: allow, target: {type: tool, pattern: \"*\"}}\n"
+	limitGH := "      - {id: r, action: allow, target: {type: tool, pattern: \"github_*\", attributes: {max_per_run: 3}}}\n"
+	other := "      - {id: other, action: deny, target: {type: tool, pattern: nothing_matches}}\n"
+	tests := []struct {
+		name, old, new string
+		want           []string // change directions and tools, "widens p/r on a, b"
+	}{
+		{"deny removed: only where the mapping allows", file("", denyDel, "block", ""), file("", other, "block", ""),
+			[]string{"widens p/r on cache_delete"}},
+		{"deny added: only where the mapping allows", file("", other, "block", ""), file("", denyDel, "block", ""),
+			[]string{"narrows p/r on cache_delete"}},
+		{"deny removed over destructive tools only: nothing", file("", denyDel, "block", "    scope: {side_effects: [destructive]}\n"), file("", other, "block", ""), nil},
+		{"approval removed: where the mapping allows, exactly widening", file("", confirmAll, "confirm", ""), file("", other, "block", ""),
+			[]string{"widens p/r on cache_delete, files_read, github_search"}},
+		{"grant removed under side_effects: nothing", file("", allowRead, "block", ""), file("", other, "block", ""), nil},
+		{"grant removed under a deny default: narrows where the mapping does not deny", file("default: deny\n", allowRead, "block", ""), file("default: deny\n", other, "block", ""),
+			[]string{"narrows p/r on files_read"}},
+		{"limit raised", file("", limitGH, "block", ""), file("", strings.Replace(limitGH, "3", "9", 1), "block", ""),
+			[]string{"widens p/r on github_search"}},
+		{"default to deny: where the mapping does not deny", file("", other, "block", ""), file("default: deny\n", other, "block", ""),
+			[]string{"narrows default on cache_delete, files_read, github_search, mail_send"}},
+		{"default to allow: never below the mapping", file("", other, "block", ""), file("default: allow\n", other, "block", ""), nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var got []string
+			for _, c := range rules.DiffOver(mustParse(t, tt.old), mustParse(t, tt.new), policy.DefaultSideEffects(), tools) {
+				got = append(got, c.Direction+" "+c.Rule+" on "+strings.Join(c.Tools, ", "))
+			}
+			if strings.Join(got, "; ") != strings.Join(tt.want, "; ") {
+				t.Errorf("got %q, want %q", got, tt.want)
+			}
+		})
 	}
 }

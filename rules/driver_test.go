@@ -116,7 +116,7 @@ func TestDriver_RefundLimitThroughTheRealLoop(t *testing.T) {
 	for _, part := range denied.Parts {
 		ids = append(ids, part.ID+"="+part.Outcome)
 	}
-	want := []string{"side-effects default=allow", p.Members()[1] + "=deny", p.Members()[1] + " / refund-too-large/too-large=deny", p.Members()[1] + " / refund-needs-manager/above-500=require_approval"}
+	want := []string{"side-effects default=allow", p.Members()[1] + "=deny", "2 / refund-too-large/too-large=deny", "2 / refund-needs-manager/above-500=require_approval"}
 	if strings.Join(ids, " ") != strings.Join(want, " ") {
 		t.Errorf("recorded parts\n got %v\nwant %v", ids, want)
 	}

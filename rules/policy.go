@@ -31,6 +31,10 @@ type Policy struct {
 	// toolCache holds tools as CEL values by spec hash (bounded by the
 	// specs a worker has: one per tool and version).
 	toolCache *sync.Map
+	// candCache holds, by spec hash, the rules that can apply to a call of
+	// that tool at all (see [Policy.candidates]); bounded like toolCache.
+	candCache *sync.Map
+	discovers bool // see Discovers
 }
 
 // WithWindows returns p counting its per: fleet rules in w. The id is p's:
@@ -66,16 +70,25 @@ func (p *Policy) Default() string { return p.defName }
 // decided. A condition that fails to evaluate denies (recorded with its
 // error): the policy fails closed.
 func (p *Policy) Evaluate(ctx context.Context, req policy.Request, view projector.View) (policy.Decision, error) {
-	ev := evaluation{ctx: ctx, req: &req, view: &view, windows: p.windows, tools: p.toolCache}
+	// The request, the view and the evaluation escape together (CEL holds
+	// the evaluation as its activation): one allocation, not three.
+	h := &struct {
+		req  policy.Request
+		view projector.View
+		ev   evaluation
+	}{req: req, view: view}
+	h.ev = evaluation{ctx: ctx, req: &h.req, view: &h.view, windows: p.windows, tools: p.toolCache}
+	ev := &h.ev
+	cands := p.candidates(&h.req.Tool)
 	var parts []events.PolicyPart
 	var win, confirm verdict // the zero verdict has no rule
-	for _, r := range p.rules {
-		v, ok := r.apply(&ev)
+	for _, r := range cands {
+		v, ok := r.apply(ev)
 		if !ok {
 			continue
 		}
 		if parts == nil {
-			parts = make([]events.PolicyPart, 0, 4)
+			parts = make([]events.PolicyPart, 0, len(cands)+1)
 		}
 		parts = append(parts, v.part)
 		if !v.decides {
@@ -105,6 +118,40 @@ func (p *Policy) Evaluate(ctx context.Context, req policy.Request, view projecto
 		dec.Approval = a
 	}
 	return dec, nil
+}
+
+// candidates returns the rules, in priority order, that can apply to a
+// call of tool whatever its arguments and run: their policy is enabled, in
+// the invocation phase and in scope, and their target matches what the spec
+// declares (a resource target: any spec naming a resource; the argument is
+// matched by apply). What is left to decide per call is the arguments, the
+// condition and the limits. A spec with a hash is the same spec every time,
+// so its list is kept.
+func (p *Policy) candidates(tool *events.ToolSpec) []*compiledRule {
+	if tool.Hash != "" && p.candCache != nil {
+		if c, ok := p.candCache.Load(tool.Hash); ok {
+			return c.([]*compiledRule)
+		}
+	}
+	var out []*compiledRule
+	for _, r := range p.rules {
+		cp := r.pol
+		if !cp.spec.On() || !cp.spec.HasPhase(PhaseInvocation) || !cp.inScope(tool) {
+			continue
+		}
+		if r.spec.Target.Type == TargetResource {
+			if tool.Resource == "" {
+				continue
+			}
+		} else if !r.limitTargets(tool) {
+			continue
+		}
+		out = append(out, r)
+	}
+	if tool.Hash != "" && p.candCache != nil {
+		p.candCache.Store(tool.Hash, out)
+	}
+	return out
 }
 
 func (p *Policy) fallThrough(ctx context.Context, req policy.Request, view projector.View) (policy.Decision, error) {
@@ -200,8 +247,16 @@ func (r *compiledRule) apply(ev *evaluation) (verdict, bool) {
 			outcome = policy.Abort
 		}
 	}
+	// The part records a reason only when it is not the rule's own text:
+	// that is in the file, which the result names by its hash. Recording it
+	// again for every rule that applied, on every step, was most of a
+	// step's audit record.
+	partReason := reason
+	if !limited {
+		partReason = ""
+	}
 	return verdict{rule: r, outcome: outcome, reason: reason, decides: decides,
-		part: events.PolicyPart{ID: r.id, Outcome: string(outcome), Reason: reason, Code: r.spec.Code, Mode: mode, Window: window, Count: reading}}, true
+		part: events.PolicyPart{ID: r.id, Outcome: string(outcome), Reason: partReason, Code: r.spec.Code, Mode: mode, Window: window, Count: reading}}, true
 }
 
 func (r *compiledRule) reasonText() string { return r.reason }
@@ -377,7 +432,11 @@ var _ policy.Discoverer = (*Policy)(nil)
 
 // Discovers reports whether any enabled policy of the file runs in the
 // discovery phase: one that does not hides nothing.
-func (p *Policy) Discovers() bool {
+func (p *Policy) Discovers() bool { return p.discovers }
+
+// anyDiscovery is [Policy.Discovers], worked out once at load: the driver
+// asks it on every step.
+func (p *Policy) anyDiscovery() bool {
 	for _, cp := range p.policies {
 		if cp.spec.On() && cp.spec.HasPhase(PhaseDiscovery) {
 			return true

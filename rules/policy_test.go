@@ -375,3 +375,46 @@ func TestPolicy_DiscoversOnlyWithADiscoveryPhase(t *testing.T) {
 		t.Error("Discovers: want true only for an enabled policy with a discovery phase")
 	}
 }
+
+// TestPolicy_PartsRecordOnlyWhatTheFileDoesNotSay: a rule's part records
+// its id, outcome, code and mode, and a reason only when it is not the
+// rule's own text (which the file, named by its hash, holds): a condition
+// that failed, a limit's reading. The decision's reason still carries the
+// deciding rule's text, for the agent and the operator.
+func TestPolicy_PartsRecordOnlyWhatTheFileDoesNotSay(t *testing.T) {
+	p, err := rules.Parse("parts.yaml", []byte(`version: 1
+policies:
+  - id: watch
+    type: tool_access
+    enforcement: {mode: audit}
+    rules:
+      - {id: seen, action: deny, target: {type: tool, pattern: "*"}, reason: Noted in the audit, code: SEEN}
+  - id: stop
+    type: tool_access
+    enforcement: {mode: block, message: Ask ops}
+    rules:
+      - {id: big, action: deny, target: {type: tool, pattern: pay}, condition: "args.amount > 10", reason: Too much, code: BIG}
+      - {id: odd, action: deny, target: {type: tool, pattern: pay}, condition: "args.nosuch > 1", code: ODD}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tool := events.ToolSpec{Name: "pay", SideEffect: events.ReadOnly}
+	d := decide(t, p, tool, `{"amount":20}`, nil)
+	byID := map[string]events.PolicyPart{}
+	for _, part := range d.Parts {
+		byID[part.ID] = part
+	}
+	if got := byID["watch/seen"]; got.Reason != "" || got.Code != "SEEN" || got.Mode != "audit" || got.Outcome != "deny" {
+		t.Errorf("audit part %+v, want deny SEEN audit with no reason", got)
+	}
+	if got := byID["stop/big"]; got.Reason != "" || got.Code != "BIG" {
+		t.Errorf("deciding part %+v, want BIG with no reason", got)
+	}
+	if got := byID["stop/odd"]; got.Code != "CONDITION_ERROR" || !strings.Contains(got.Reason, "condition failed to evaluate") {
+		t.Errorf("failed condition's part %+v, want CONDITION_ERROR with the error", got)
+	}
+	if d.Outcome != policy.Deny || d.Reason != "stop/big: Too much (Ask ops)" {
+		t.Errorf("decision %s %q, want a deny naming its rule's text", d.Outcome, d.Reason)
+	}
+}

@@ -2,9 +2,15 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"reflect"
 	"testing"
+	"time"
+
+	"github.com/arbiter-run/arbiter/driver"
+	"github.com/arbiter-run/arbiter/fleet"
+	"github.com/arbiter-run/arbiter/testkit"
 
 	"github.com/arbiter-run/arbiter/events"
 	"github.com/arbiter-run/arbiter/projector"
@@ -46,6 +52,62 @@ func TestStart_ActorFlagRefusals(t *testing.T) {
 		var ue usageError
 		if !errors.As(err, &ue) {
 			t.Errorf("start %v = %v, want a usage error", args, err)
+		}
+	}
+}
+
+// TestStart_TakesTheAgentsRunDefaults: with a live worker whose config
+// gives agent demo a default actor and surface, `arbiter start` naming
+// neither records them in run.created and says so; naming an actor keeps
+// it, and the surface still defaults.
+func TestStart_TakesTheAgentsRunDefaults(t *testing.T) {
+	e := newOpsEnv(t)
+	q := fleet.NewQueue(e.js, fleet.Config{})
+	fin := &events.Actor{ID: "fin-desk", Roles: []string{"finance"}}
+	w, err := fleet.NewWorker(fleet.WorkerConfig{Driver: e.d, Queue: q,
+		Agents:   map[string]driver.Agent{"demo": testkit.NewScript(testkit.Call("done", `{}`))},
+		Defaults: map[string]fleet.RunDefaults{"demo": {Actor: fin, Surface: "api"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = w.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if ds, _ := q.Defaults(t.Context(), "demo"); len(ds) == 1 && ds[0].Actor != nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the worker never advertised its run defaults")
+		}
+	}
+	for _, c := range []struct {
+		id    string
+		args  []string
+		actor *events.Actor
+		out   string
+	}{
+		{"by-default", nil, fin, "started run by-default (agent demo, actor fin-desk (finance), surface api)\n"},
+		{"by-name", []string{"--actor", "ana"}, &events.Actor{ID: "ana"}, "started run by-name (agent demo, actor ana, surface api)\n"},
+	} {
+		var out bytes.Buffer
+		if err := runStart(t.Context(), e.args(append([]string{"--agent", "demo", "--id", c.id}, c.args...)...), &out); err != nil {
+			t.Fatalf("start %s: %v", c.id, err)
+		}
+		if out.String() != c.out {
+			t.Errorf("start %s printed %q, want %q", c.id, out.String(), c.out)
+		}
+		recs, _, err := e.log.Read(t.Context(), c.id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, err := projector.Fold(recs[0].Event)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(v.Run.Actor, c.actor) || v.Run.Surface != "api" {
+			t.Errorf("%s recorded actor %+v surface %q, want %+v api", c.id, v.Run.Actor, v.Run.Surface, c.actor)
 		}
 	}
 }

@@ -349,6 +349,11 @@ func runStart(ctx context.Context, args []string, out io.Writer) error {
 		id = events.NewID()
 	}
 	body := events.RunCreatedBody{Agent: agent, Actor: actor, Surface: who.surface}
+	// What the flags leave unset comes from the agent's run defaults in the
+	// workers' configs, recorded here so policies and replay see it.
+	if err := c.q.ApplyDefaults(ctx, &body); err != nil {
+		return fmt.Errorf("start: %w; nothing recorded (--actor and --surface given together need no defaults)", err)
+	}
 	if input != "" {
 		body.Input = inputJSON(input)
 	}
@@ -362,7 +367,7 @@ func runStart(ctx context.Context, args []string, out io.Writer) error {
 	if err := c.q.Nudge(ctx, id, "created"); err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "started run %s (agent %s)\n", id, agent)
+	fmt.Fprintf(out, "started run %s (agent %s%s)\n", id, agent, startedAs(body))
 	return nil
 }
 

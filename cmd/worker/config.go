@@ -5,13 +5,17 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/arbiter-run/arbiter/approvals"
 	"github.com/arbiter-run/arbiter/driver"
 	"github.com/arbiter-run/arbiter/events"
+	"github.com/arbiter-run/arbiter/fleet"
 	"github.com/arbiter-run/arbiter/mcp"
 	"github.com/arbiter-run/arbiter/model"
 	"github.com/arbiter-run/arbiter/policy"
@@ -44,6 +48,13 @@ type Config struct {
 	Agents map[string][]CallConfig `yaml:"agents"`
 	// Models: agents backed by a chat model, by name (see model.File).
 	Models map[string]model.File `yaml:"models"`
+	// RunDefaults: for an agent (of agents, models, or "demo"), the actor
+	// and surface its runs are recorded with when whoever starts one names
+	// none. The worker advertises them with the agent; `arbiter start`
+	// records them in run.created (see fleet.RunDefaults). An actor or
+	// surface the starter names wins; a run already recorded is never
+	// changed.
+	RunDefaults map[string]RunDefaultsConfig `yaml:"run_defaults"`
 	// Log: stream layout (must match every other worker's).
 	Log LogConfig `yaml:"log"`
 	// Durability is what an acknowledged append of the embedded server
@@ -101,6 +112,42 @@ func (l LimitsConfig) limits() (events.Limits, error) {
 			return out, fmt.Errorf("limits.max_elapsed %q: %w", l.MaxElapsed, err)
 		}
 		out.MaxElapsedMS = d.Milliseconds()
+	}
+	return out, nil
+}
+
+// RunDefaultsConfig is fleet.RunDefaults in the file.
+type RunDefaultsConfig struct {
+	Actor   *ActorConfig `yaml:"actor"`
+	Surface string       `yaml:"surface"`
+}
+
+// ActorConfig is events.Actor in the file.
+type ActorConfig struct {
+	ID         string            `yaml:"id"`
+	Roles      []string          `yaml:"roles"`
+	Attributes map[string]string `yaml:"attributes"`
+}
+
+// runDefaults checks the run_defaults section against the worker's agents
+// and returns it as the fleet takes it.
+func (c Config) runDefaults(agents map[string]driver.Agent) (map[string]fleet.RunDefaults, error) {
+	if len(c.RunDefaults) == 0 {
+		return nil, nil
+	}
+	out := make(map[string]fleet.RunDefaults, len(c.RunDefaults))
+	for name, rc := range c.RunDefaults {
+		if _, ok := agents[name]; !ok {
+			return nil, fmt.Errorf("run_defaults.%s: no agent of that name (agents: %s)", name, strings.Join(slices.Sorted(maps.Keys(agents)), ", "))
+		}
+		d := fleet.RunDefaults{Surface: rc.Surface}
+		if a := rc.Actor; a != nil {
+			d.Actor = &events.Actor{ID: a.ID, Roles: a.Roles, Attributes: a.Attributes}
+		}
+		if err := d.Validate(); err != nil {
+			return nil, fmt.Errorf("run_defaults.%s: %w", name, err)
+		}
+		out[name] = d
 	}
 	return out, nil
 }

@@ -300,3 +300,31 @@ func TestConfig_ShadowSpendsNoFleetQuota(t *testing.T) {
 		t.Errorf("shadow fleet rule: %s %q, want deny for want of a counter", d.Outcome, d.Reason)
 	}
 }
+
+// TestConfig_RunDefaultsRefusals: run defaults for an agent the worker
+// does not have, or an actor with roles and no id, name the mistake.
+func TestConfig_RunDefaultsRefusals(t *testing.T) {
+	for _, tc := range []struct{ name, text, want string }{
+		{"unknown agent", "run_defaults: {ghost: {surface: api}}", "run_defaults.ghost: no agent of that name (agents: demo, mine)"},
+		{"actor without id", "run_defaults: {mine: {actor: {roles: [finance]}}}", "run_defaults.mine: actor: an id is required (roles and attributes belong to someone)"},
+		{"unknown field", "run_defaults: {mine: {user: x}}", "field user not found"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := loadConfig(writeConfig(t, "agents: {mine: []}\n"+tc.text))
+			if err == nil {
+				_, err = c.runDefaults(c.agents())
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("got %v, want an error naming %q", err, tc.want)
+			}
+		})
+	}
+	c, err := loadConfig(writeConfig(t, "agents: {mine: []}\nrun_defaults: {mine: {actor: {id: ana, roles: [finance], attributes: {team: emea}}, surface: cli}}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := c.runDefaults(c.agents())
+	if err != nil || d["mine"].Actor.ID != "ana" || d["mine"].Actor.Roles[0] != "finance" || d["mine"].Actor.Attributes["team"] != "emea" || d["mine"].Surface != "cli" {
+		t.Errorf("run defaults %+v %v, want ana/finance/emea over cli", d, err)
+	}
+}

@@ -158,8 +158,12 @@ func run(ctx context.Context, f flags, logger *slog.Logger) error {
 		return err
 	}
 	maps.Copy(agents, models)
+	defaults, err := cfg.runDefaults(agents)
+	if err != nil {
+		return err
+	}
 	w, err := fleet.NewWorker(fleet.WorkerConfig{
-		Driver: d, Queue: q, Agents: agents, Concurrency: f.concurrency, Logger: logger, Metrics: metrics,
+		Driver: d, Queue: q, Agents: agents, Defaults: defaults, Concurrency: f.concurrency, Logger: logger, Metrics: metrics,
 	})
 	if err != nil {
 		return err

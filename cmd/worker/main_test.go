@@ -292,3 +292,96 @@ func TestSyncAlwaysFor(t *testing.T) {
 		}
 	}
 }
+
+// TestWorker_RunDefaultsFromTheConfig: the worker command, with a rules
+// file whose condition depends on the actor (financial data only for the
+// finance role) and run_defaults giving two agents an actor each,
+// advertises them; a run created the way `arbiter start` creates one
+// (ApplyDefaults, then run.created as the worker user) records the agent's
+// default actor, and the same call is allowed for one agent's runs and
+// denied for the other's.
+func TestWorker_RunDefaultsFromTheConfig(t *testing.T) {
+	data := t.TempDir()
+	addr := freeAddr(t)
+	rulesFile, err := filepath.Abs("../../examples/policies/pii-protection.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	script := `[{tool: read_file, args: '{"path":"ledger.txt"}'}, {tool: finish, args: '{"summary":"read"}'}]`
+	cfg := writeConfig(t, `
+tools:
+  - {name: read_file, data: [financial.ledger]}
+  - {name: finish}
+policy: {rules: `+rulesFile+`}
+agents:
+  fin-bot: `+script+`
+  help-bot: `+script+`
+run_defaults:
+  fin-bot: {actor: {id: fin-desk, roles: [finance]}, surface: api}
+  help-bot: {actor: {id: help-desk, roles: [support], attributes: {tier: "1"}}}
+`)
+	startWorker(t, flags{config: cfg, data: data, listen: addr, concurrency: 4, ackWait: 5 * time.Second})
+	js := dial(t, "nats://"+addr, "worker", password(t, data, "worker"))
+	q := setUpQueue(t, js)
+	l, err := events.Attach(t.Context(), js, events.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		agent, role, surface, outcome string
+	}{{"fin-bot", "finance", "api", "allow"}, {"help-bot", "support", "", "deny"}} {
+		var body events.RunCreatedBody
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			body = events.RunCreatedBody{Agent: c.agent}
+			if err := q.ApplyDefaults(t.Context(), &body); err != nil {
+				t.Fatal(err)
+			}
+			if body.Actor != nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: no default actor advertised after 10s", c.agent)
+			}
+		}
+		run := "run-" + c.agent
+		ev, err := events.New(run, events.RunCreated, body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := l.Append(t.Context(), events.Tail{}, ev); err != nil {
+			t.Fatal(err)
+		}
+		if err := q.Nudge(t.Context(), run, "created"); err != nil {
+			t.Fatal(err)
+		}
+		v := waitEnded(t, l, run)
+		if v.Run.Actor == nil || v.Run.Actor.Roles[0] != c.role || v.Run.Surface != c.surface {
+			t.Errorf("%s: recorded actor %+v surface %q, want role %s surface %q", run, v.Run.Actor, v.Run.Surface, c.role, c.surface)
+		}
+		if s := v.Step(1); s == nil || s.Policy == nil || s.Policy.Outcome != c.outcome {
+			t.Errorf("%s: step 1 %+v, want the policy to %s", run, s, c.outcome)
+		}
+	}
+}
+
+// waitEnded reads run through l until it ended (10s).
+func waitEnded(t *testing.T, l *events.Log, run string) projector.View {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		recs, _, err := l.Read(t.Context(), run)
+		if err == nil {
+			evs := make([]events.Event, len(recs))
+			for i, r := range recs {
+				evs[i] = r.Event
+			}
+			if v, err := projector.Fold(evs...); err == nil && v.Run.Status.Ended() {
+				return v
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("run %s not ended after 10s (%v)", run, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

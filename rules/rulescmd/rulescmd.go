@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/arbiter-run/arbiter/events"
+	"github.com/arbiter-run/arbiter/policy"
 	"github.com/arbiter-run/arbiter/rules"
 )
 
@@ -132,7 +134,10 @@ func test(ctx context.Context, args []string, out io.Writer) error {
 }
 
 func diff(args []string, out io.Writer) error {
-	fs, err := parse("diff", "OLD NEW", 2, args, out, nil)
+	var toolsFile string
+	fs, err := parse("diff", "[--tools TABLE] OLD NEW", 2, args, out, func(fs *flag.FlagSet) {
+		fs.StringVar(&toolsFile, "tools", "", "a case table whose tools: the diff is made exact over them, as a worker composing the file with the default side-effect mapping decides them")
+	})
 	if err != nil {
 		return err
 	}
@@ -145,6 +150,20 @@ func diff(args []string, out io.Writer) error {
 		return err
 	}
 	cs := rules.Diff(old, new)
+	if toolsFile != "" {
+		table, err := rules.LoadCases(toolsFile)
+		if err != nil {
+			return err
+		}
+		if len(table.Tools) == 0 {
+			return &UsageError{fmt.Sprintf("policy diff: --tools %s lists no tools", toolsFile)}
+		}
+		specs := make([]events.ToolSpec, len(table.Tools))
+		for i, t := range table.Tools {
+			specs[i] = t.Spec()
+		}
+		cs = rules.DiffOver(old, new, policy.DefaultSideEffects(), specs)
+	}
 	for _, c := range cs {
 		fmt.Fprintln(out, c)
 	}

@@ -104,3 +104,34 @@ func TestPolicy_TestDiscoveryCases(t *testing.T) {
 		t.Errorf("want allow at discovery = %v, want ErrCases", err)
 	}
 }
+
+// TestPolicy_DiffOverTheTools: removing no-destructive-tools widens for
+// the static gate, but over the example's own tools (destructive ones,
+// which the side-effect mapping denies anyway) nothing widens and the diff
+// passes; over a table with a local-mutation delete tool it widens on that
+// tool alone. A table with no tools, or none at all, is refused.
+func TestPolicy_DiffOverTheTools(t *testing.T) {
+	empty := write(t, "e.yaml", "version: 1\npolicies: []\n")
+	old := ex + "no-destructive-tools.yaml"
+	if _, err := run(t, "diff", old, empty); !errors.Is(err, rulescmd.ErrWidening) {
+		t.Errorf("static diff removing no-destructive-tools = %v, want a widening", err)
+	}
+	out, err := run(t, "diff", "--tools", ex+"no-destructive-tools.cases.yaml", old, empty)
+	if err != nil || !strings.HasPrefix(out, "0 changes") {
+		t.Errorf("diff over the example's tools = %v:\n%s\nwant 0 changes", err, out)
+	}
+	table := write(t, "tools.yaml", "tools:\n  - {name: files_delete_all, side_effect: destructive}\n  - {name: cache_delete_old, side_effect: local_mutation}\ncases: []\n")
+	out, err = run(t, "diff", "--tools", table, old, empty)
+	if !errors.Is(err, rulescmd.ErrWidening) || !strings.Contains(out, "widens: no-destructive-tools/block-delete (tool *_delete_*; all tools): its policy no-destructive-tools is removed on cache_delete_old\n") {
+		t.Errorf("diff over a local delete tool = %v:\n%s", err, out)
+	}
+	none := write(t, "none.yaml", "tools: []\ncases: []\n")
+	var ue *rulescmd.UsageError
+	if _, err := run(t, "diff", "--tools", none, old, empty); !errors.As(err, &ue) || !strings.Contains(err.Error(), "lists no tools") {
+		t.Errorf("diff over a table of no tools = %v, want a usage error saying so", err)
+	}
+	missing := filepath.Join(t.TempDir(), "missing.yaml")
+	if _, err := run(t, "diff", "--tools", missing, old, empty); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("diff over a missing table = %v, want it not found", err)
+	}
+}
