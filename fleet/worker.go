@@ -27,7 +27,19 @@ type WorkerConfig struct {
 	// drives runs whose agent has no entry of its own.
 	Agents map[string]driver.Agent
 	// Concurrency is how many runs the worker drives at once. Default 16.
+	// Why 16: a run in flight mostly waits on its model call or its tool
+	// (the driver's own work is tens of microseconds of CPU a step, ADR
+	// 0006), so the bound is not the CPU but what one worker may have
+	// outstanding at once: model calls against one API key's rate limit and
+	// budget, tool calls against the systems they reach, and the views it
+	// holds. A small fixed number keeps that predictable per worker; a
+	// fleet scales by adding workers. Raise it for agents and tools that
+	// allow more at once. Negative is an error.
 	Concurrency int
+	// CancelPoll is how often the worker looks for a cancellation of a run
+	// it drives, to stop the step in flight at once. Default
+	// [DefaultCancelPoll].
+	CancelPoll time.Duration
 	// Grace bounds how long a shutdown waits for the steps in flight.
 	// Default 30s.
 	Grace time.Duration
@@ -65,6 +77,9 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 	}
 	if cfg.Grace == 0 {
 		cfg.Grace = 30 * time.Second
+	}
+	if cfg.CancelPoll <= 0 {
+		cfg.CancelPoll = DefaultCancelPoll
 	}
 	if cfg.CacheSize == 0 {
 		cfg.CacheSize = 1024
@@ -223,9 +238,18 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, stop <-chan stru
 		}
 		return
 	}
-	busyCtx := driver.WithBusy(ctx, w.q.cfg.AckWait/3, func() { _ = msg.InProgress() })
+	watched, cancelled := w.watchCancel(ctx, r)
+	busyCtx := driver.WithBusy(watched, w.q.cfg.AckWait/3, func() { _ = msg.InProgress() })
 	err = w.d.DriveUntil(busyCtx, r, agent, stop)
 	switch {
+	case cancelled():
+		// The run was cancelled while we drove it: whatever the step in
+		// flight tried to append after was refused by the fence. Nothing
+		// is left to do for it.
+		w.markStalled(run, false)
+		w.cache.drop(run)
+		_ = msg.Ack()
+		return
 	case errors.Is(err, events.ErrConflict):
 		// Someone else moved the run: stop driving it at once, forget our
 		// view, and let the queue hand the run to whoever should have it.
