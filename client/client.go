@@ -134,3 +134,10 @@ func pause(ctx context.Context, d time.Duration) error {
 		return ctx.Err()
 	}
 }
+
+// WithPoll returns a copy of c that reads again every poll while it waits
+// or watches (a poll of zero or less keeps c's).
+func (c *Client) WithPoll(poll time.Duration) *Client {
+	cp := *c
+	return withPoll(&cp, poll)
+}

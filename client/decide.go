@@ -25,6 +25,8 @@ type Decision struct {
 	// Hash, when set, is the approval hash the operator was shown: the
 	// decision is signed only if the approval still has it.
 	Hash string
+	// At is the signing time. Zero: now.
+	At time.Time
 }
 
 // Decided is a decision [Client.Decide] published.
@@ -72,7 +74,10 @@ func (c *Client) Decide(ctx context.Context, key nkeys.KeyPair, run, id string, 
 	case d.Hash != "" && d.Hash != a.Hash:
 		return Decided{}, fmt.Errorf("decide: %w: approval %s has hash %s, not the %q shown; look again, nothing signed", approvals.ErrWrongHash, id, a.Hash, d.Hash)
 	}
-	signed, err := approvals.Sign(key, run, id, a.Hash, d.Decision, strings.TrimSpace(d.Reason), time.Now())
+	if d.At.IsZero() {
+		d.At = time.Now()
+	}
+	signed, err := approvals.Sign(key, run, id, a.Hash, d.Decision, strings.TrimSpace(d.Reason), d.At)
 	if err != nil {
 		return Decided{}, fmt.Errorf("decide %s: %w", id, err)
 	}

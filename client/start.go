@@ -20,7 +20,7 @@ var (
 	// with something else than this start asks for.
 	ErrRunExists = errors.New("run already exists")
 	// ErrNoAgent: no live worker offers the agent (see StartOptions.Force).
-	ErrNoAgent = errors.New("no live worker offers the agent")
+	ErrNoAgent = errors.New("no live worker offers agent")
 )
 
 // StartOptions are what a run is started with. Agent is required.

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/arbiter-run/arbiter/client"
 	"github.com/arbiter-run/arbiter/events"
 	"github.com/arbiter-run/arbiter/fleet"
 	"github.com/arbiter-run/arbiter/internal/natsflags"
@@ -28,6 +29,7 @@ type conn struct {
 	nc  *nats.Conn
 	log *events.Log
 	q   *fleet.Queue
+	cl  *client.Client
 }
 
 func (c *conn) flags(fs *flag.FlagSet) {
@@ -63,6 +65,7 @@ func (c *conn) open(ctx context.Context) error {
 		return err
 	}
 	c.nc, c.log, c.q = nc, log, fleet.NewQueue(js, fleet.Config{})
+	c.cl = client.New(c.log, c.q)
 	return nil
 }
 
