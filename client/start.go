@@ -18,7 +18,7 @@ import (
 var (
 	// ErrRunExists: a run with the id asked for exists and was created
 	// with something else than this start asks for.
-	ErrRunExists = errors.New("run already exists")
+	ErrRunExists = errors.New("already exists")
 	// ErrNoAgent: no live worker offers the agent (see StartOptions.Force).
 	ErrNoAgent = errors.New("no live worker offers agent")
 )
@@ -134,19 +134,19 @@ func (c *Client) offered(ctx context.Context, agent string) error {
 func (c *Client) same(ctx context.Context, run string, want events.RunCreatedBody) (bool, error) {
 	v, recs, err := c.Read(ctx, run)
 	if err != nil && len(recs) == 0 {
-		return false, fmt.Errorf("start: run %s already exists and cannot be read: %w", run, err)
+		return false, fmt.Errorf("start: run %s %w and cannot be read: %w", run, ErrRunExists, err)
 	}
 	got, derr := events.DecodeBody[events.RunCreatedBody](recs[0].Event)
 	if derr != nil || recs[0].Event.Kind != events.RunCreated {
-		return false, fmt.Errorf("start: %w: run %s, whose first event is not a run.created", ErrRunExists, run)
+		return false, fmt.Errorf("start: run %s %w (its first event is not a run.created); choose another id", run, ErrRunExists)
 	}
 	switch {
 	case !sameCreation(got, want):
-		return false, fmt.Errorf("start: %w: run %s was created with agent %q and other input, actor or limits; choose another id", ErrRunExists, run, got.Agent)
+		return false, fmt.Errorf("start: run %s %w (created with agent %q and other input, actor, surface or limits than asked now); choose another id", run, ErrRunExists, got.Agent)
 	case err != nil:
-		return false, fmt.Errorf("start: %w: run %s: %w", ErrRunExists, run, err)
+		return false, fmt.Errorf("start: run %s %w: %w", run, ErrRunExists, err)
 	case v.Run.Status.Ended():
-		return false, fmt.Errorf("start: %w: run %s, which has ended %s", ErrRunExists, run, v.Run.Status)
+		return false, fmt.Errorf("start: run %s %w and has ended %s; choose another id", run, ErrRunExists, v.Run.Status)
 	}
 	return true, nil
 }
