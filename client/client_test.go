@@ -64,6 +64,9 @@ func newEnv(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	startWorker(t, c.Queue(), d, map[string]driver.Agent{"sender": sender, "answerer": answerer})
+	if err := c.WaitAgent(ctx10(t), "answerer"); err != nil {
+		t.Fatal(err)
+	}
 	return &env{c: c, send: send, key: key}
 }
 
@@ -77,13 +80,19 @@ func startWorker(t *testing.T, q *fleet.Queue, d *driver.Driver, agents map[stri
 	done := make(chan struct{})
 	go func() { defer close(done); _ = w.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		if ok, _ := q.Offered(t.Context(), "answerer"); ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the worker never offered its agents")
-		}
+}
+
+// TestClient_WaitAgentTimesOut: an agent nobody offers is waited for until
+// ctx ends, and said.
+func TestClient_WaitAgentTimesOut(t *testing.T) {
+	e := newEnv(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+	defer cancel()
+	if err := e.c.WaitAgent(ctx, "nosuch"); !errors.Is(err, client.ErrNoAgent) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("WaitAgent(nosuch): %v, want ErrNoAgent and the deadline", err)
+	}
+	if err := e.c.WaitAgent(t.Context(), "sender"); err != nil {
+		t.Errorf("WaitAgent(sender), offered: %v", err)
 	}
 }
 

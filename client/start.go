@@ -176,3 +176,22 @@ func (c *Client) nudge(ctx context.Context, run, why string) error {
 	}
 	return nil
 }
+
+// WaitAgent waits until a live worker offers agent (a worker says so a
+// moment after it starts), for a program that starts its workers and its
+// runs together. It reads every poll (Config.Poll); when ctx ends first
+// the error wraps [ErrNoAgent] and ctx's.
+func (c *Client) WaitAgent(ctx context.Context, agent string) error {
+	if c.q == nil {
+		return fmt.Errorf("wait for agent %q: %w: this client has no work queue to ask", agent, ErrNoAgent)
+	}
+	for {
+		ok, err := c.q.Offered(ctx, agent)
+		if ok && err == nil {
+			return nil
+		}
+		if perr := pause(ctx, c.poll); perr != nil {
+			return fmt.Errorf("wait for agent %q: %w: %w", agent, ErrNoAgent, perr)
+		}
+	}
+}
