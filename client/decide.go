@@ -31,6 +31,8 @@ type Decision struct {
 
 // Decided is a decision [Client.Decide] published.
 type Decided struct {
+	// Run, Approval and Decision are what was decided: the run, the
+	// approval's id, grant or deny.
 	Run, Approval, Decision string
 	// Operator is the signing key's public key (U…).
 	Operator string
@@ -114,6 +116,7 @@ func (c *Client) Deny(ctx context.Context, key nkeys.KeyPair, run, id, reason st
 // Waiting is a run found by [Client.Approvals]: its pending approval, or
 // why it cannot be read.
 type Waiting struct {
+	// Run is the run's id; Approval the approval it waits on.
 	Run      string
 	Approval projector.Approval
 	// Err is set for a run with approvals whose events do not verify or

@@ -25,6 +25,7 @@ type Filter struct {
 
 // Row is one run of a list: its view, or why it cannot be read.
 type Row struct {
+	// ID is the run's id; View its folded view (when Err is nil).
 	ID   string
 	View projector.View
 	// Err is set when the run's events do not verify or fold: it is shown
@@ -34,6 +35,7 @@ type Row struct {
 
 // Page is one page of the run list, newest first.
 type Page struct {
+	// Rows are the page's runs, newest first.
 	Rows []Row
 	// Next is the cursor of the next page, empty on the last.
 	Next string

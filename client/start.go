@@ -49,6 +49,7 @@ type StartOptions struct {
 
 // Started is a run [Client.Start] recorded (or found recorded).
 type Started struct {
+	// Run is the run's id.
 	Run string
 	// Limits the run was recorded with (zero field: no limit).
 	Limits events.Limits

@@ -19,10 +19,12 @@ func (c *Client) WatchApprovals(ctx context.Context, state string, fn func(appro
 
 // End is a run's end as [Client.WatchEnds] sees it.
 type End struct {
+	// Run is the run's id; Kind run.finished, run.failed or run.cancelled.
 	Run  string
-	Kind events.Kind // run.finished, run.failed or run.cancelled
+	Kind events.Kind
 	// Body says why, and for a completed run its result.
-	Body  events.EndBody
+	Body events.EndBody
+	// Event is the end event as stored.
 	Event events.Event
 	// Err is set when the stored message cannot be trusted (it does not
 	// decode, or is stored on a subject its kind does not belong on):

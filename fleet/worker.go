@@ -36,8 +36,9 @@ type WorkerConfig struct {
 	// fleet scales by adding workers. Raise it for agents and tools that
 	// allow more at once. Negative is an error.
 	Concurrency int
-	// CancelPoll is how often the worker looks for a cancellation of a run
-	// it drives, to stop the step in flight at once. Default
+	// CancelPoll is how often the worker looks for cancellations of the
+	// runs it drives, to stop their steps in flight at once: one read per
+	// shard with a run in flight, however many. Default
 	// [DefaultCancelPoll].
 	CancelPoll time.Duration
 	// Grace bounds how long a shutdown waits for the steps in flight.
@@ -62,6 +63,7 @@ type Worker struct {
 	mu       sync.Mutex
 	inFlight map[string]bool
 	stalled  map[string]bool
+	cancels  *cancels
 }
 
 // NewWorker checks cfg and builds a worker.
@@ -87,7 +89,7 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Worker{cfg: cfg, d: cfg.Driver, q: cfg.Queue, log: cfg.Logger, cache: newCache(cfg.CacheSize), inFlight: map[string]bool{}, stalled: map[string]bool{}}, nil
+	return &Worker{cfg: cfg, d: cfg.Driver, q: cfg.Queue, log: cfg.Logger, cache: newCache(cfg.CacheSize), inFlight: map[string]bool{}, stalled: map[string]bool{}, cancels: newCancels()}, nil
 }
 
 // Start creates run with agent and input and nudges the fleet to drive it.
@@ -110,6 +112,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	hard, cancelHard := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelHard()
 	go w.advertise(ctx)
+	go w.watchCancels(hard)
 	slots := make(chan struct{}, w.cfg.Concurrency)
 	var wg sync.WaitGroup
 	for ctx.Err() == nil {
