@@ -478,3 +478,39 @@ func TestConfig_Validate(t *testing.T) {
 		t.Errorf("the zero config: %v", err)
 	}
 }
+
+// TestClient_BrokenRunIsNeverShownInPart: a run with a message on its
+// subjects that is not its next event is ErrBroken to every read, to Wait
+// and to Decide (nothing is signed), and Approvals reports it instead of
+// hiding it.
+func TestClient_BrokenRunIsNeverShownInPart(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctx10(t)
+	st, err := e.c.Start(ctx, client.StartOptions{Agent: "sender"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := e.c.WaitApproval(ctx, st.Run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.c.Log().JetStream().Publish(ctx, e.c.Log().Subject(st.Run, events.StepObserved), []byte(`{"not":"an event"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.c.View(ctx, st.Run); !errors.Is(err, client.ErrBroken) {
+		t.Errorf("View: %v, want ErrBroken", err)
+	}
+	if _, err := e.c.Wait(ctx, st.Run); !errors.Is(err, client.ErrBroken) {
+		t.Errorf("Wait: %v, want ErrBroken", err)
+	}
+	if _, err := e.c.Grant(ctx, e.key, st.Run, a.ID, "ok"); !errors.Is(err, client.ErrBroken) {
+		t.Errorf("Grant: %v, want ErrBroken", err)
+	}
+	if msgs, err := e.c.Log().Decisions(ctx, st.Run, 0, 10); err != nil || len(msgs) != 0 {
+		t.Errorf("decisions published on a broken run: %d, %v", len(msgs), err)
+	}
+	list, err := e.c.Approvals(ctx)
+	if err != nil || len(list) != 1 || list[0].Run != st.Run || !errors.Is(list[0].Err, client.ErrBroken) {
+		t.Errorf("approvals: %+v, %v; want the broken run reported", list, err)
+	}
+}
