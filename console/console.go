@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/arbiter-run/arbiter/client"
 	"github.com/arbiter-run/arbiter/events"
 	"github.com/arbiter-run/arbiter/fleet"
 	"github.com/nats-io/nkeys"
@@ -25,6 +26,9 @@ var (
 	// ErrStale marks a decision on an approval that is no longer what the
 	// operator was shown: it was decided, or its hash differs.
 	ErrStale = errors.New("approval is not what the page showed")
+	// ErrBroken marks a run whose events do not verify or fold (it is
+	// client.ErrBroken).
+	ErrBroken = client.ErrBroken
 )
 
 //go:embed templates/*.html
@@ -103,6 +107,7 @@ type Server struct {
 	csrf     string
 	tmpl     *template.Template
 	pending  *pendingFeed
+	client   *client.Client
 }
 
 // New returns a console for cfg with a fresh random access token and CSRF
@@ -117,8 +122,8 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("console templates: %w", err)
 	}
-	s := &Server{cfg: cfg, operator: pub, token: random(), csrf: random(), tmpl: tmpl}
-	s.pending = newPendingFeed(cfg.Log, cfg.Poll)
+	s := &Server{cfg: cfg, operator: pub, token: random(), csrf: random(), tmpl: tmpl, client: client.New(cfg.Log, cfg.Queue)}
+	s.pending = newPendingFeed(s.client, cfg.Poll)
 	return s, nil
 }
 
@@ -151,4 +156,16 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /approvals/live", s.handleApprovalsLive)
 	mux.HandleFunc("POST /runs/{run}/approvals/{approval}", s.handleDecide)
 	return s.guard(mux)
+}
+
+// List returns the page of runs selected by f that starts at cursor (""
+// for the newest), PageSize runs a page, folding at most ScanLimit runs
+// to fill a filtered one ([client.Client.List]). A listing that cannot be
+// made wraps [ErrBadRequest].
+func (s *Server) List(ctx context.Context, f client.Filter, cur string) (client.Page, error) {
+	p, err := s.client.List(ctx, f, cur, s.cfg.PageSize, s.cfg.ScanLimit)
+	if errors.Is(err, client.ErrBadFilter) {
+		return client.Page{}, fmt.Errorf("%w: %w", ErrBadRequest, err)
+	}
+	return p, err
 }

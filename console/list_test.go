@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/arbiter-run/arbiter/client"
 	"github.com/arbiter-run/arbiter/console"
 	"github.com/arbiter-run/arbiter/projector"
 )
@@ -34,7 +35,7 @@ func TestList_PagesNewestFirst(t *testing.T) {
 				if pages > 5 {
 					t.Fatalf("more than 5 pages of 3 for 8 runs: %v", got)
 				}
-				p, err := e.console.List(t.Context(), console.Filter{}, cur)
+				p, err := e.console.List(t.Context(), client.Filter{}, cur)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -70,7 +71,7 @@ func TestList_Filters(t *testing.T) {
 	e.complete(t, "done-b1", "b")
 	e.complete(t, "done-a2", "a")
 	e.pause(t, "wait-2", `{"note":"x"}`)
-	all := func(f console.Filter) []string {
+	all := func(f client.Filter) []string {
 		t.Helper()
 		var ids []string
 		cur := ""
@@ -90,23 +91,23 @@ func TestList_Filters(t *testing.T) {
 		return nil
 	}
 	for _, c := range []struct {
-		f    console.Filter
+		f    client.Filter
 		want string
 	}{
-		{console.Filter{Status: projector.Completed}, "done-a2 done-b1 done-a1"},
-		{console.Filter{Status: projector.Waiting}, "wait-2 wait-1"},
-		{console.Filter{Agent: "a"}, "done-a2 done-a1"},
-		{console.Filter{Status: projector.Completed, Agent: "b"}, "done-b1"},
-		{console.Filter{Status: projector.Failed}, ""},
+		{client.Filter{Status: projector.Completed}, "done-a2 done-b1 done-a1"},
+		{client.Filter{Status: projector.Waiting}, "wait-2 wait-1"},
+		{client.Filter{Agent: "a"}, "done-a2 done-a1"},
+		{client.Filter{Status: projector.Completed, Agent: "b"}, "done-b1"},
+		{client.Filter{Status: projector.Failed}, ""},
 	} {
 		if got := strings.Join(all(c.f), " "); got != c.want {
 			t.Errorf("filter %+v: %q, want %q", c.f, got, c.want)
 		}
 	}
-	if _, err := e.console.List(t.Context(), console.Filter{Status: "NOPE"}, ""); !errors.Is(err, console.ErrBadRequest) {
+	if _, err := e.console.List(t.Context(), client.Filter{Status: "NOPE"}, ""); !errors.Is(err, console.ErrBadRequest) {
 		t.Errorf("unknown status: %v, want ErrBadRequest", err)
 	}
-	if _, err := e.console.List(t.Context(), console.Filter{}, "12"); !errors.Is(err, console.ErrBadRequest) {
+	if _, err := e.console.List(t.Context(), client.Filter{}, "12"); !errors.Is(err, console.ErrBadRequest) {
 		t.Errorf("cursor for 1 shard on a 2-shard log: %v, want ErrBadRequest", err)
 	}
 	// The page renders the filter's result.
@@ -137,7 +138,7 @@ func TestList_SinceUntil(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.resume(t, "old-wait", `{"note":"x"}`)
-	list := func(f console.Filter) string {
+	list := func(f client.Filter) string {
 		t.Helper()
 		var ids []string
 		cur := ""
@@ -155,17 +156,17 @@ func TestList_SinceUntil(t *testing.T) {
 		}
 		return strings.Join(ids, " ")
 	}
-	if got := list(console.Filter{Since: mid}); got != "new-2 new-1" {
+	if got := list(client.Filter{Since: mid}); got != "new-2 new-1" {
 		t.Errorf("since mid: %q, want %q", got, "new-2 new-1")
 	}
-	if got := list(console.Filter{Until: mid}); got != "old old-wait" {
+	if got := list(client.Filter{Until: mid}); got != "old old-wait" {
 		t.Errorf("until mid: %q, want %q", got, "old old-wait")
 	}
 	// In order of ending: old-wait, new-2, new-1, old.
-	if got := list(console.Filter{Status: projector.Completed, Since: mid}); got != "new-2 new-1" {
+	if got := list(client.Filter{Status: projector.Completed, Since: mid}); got != "new-2 new-1" {
 		t.Errorf("completed since mid: %q, want %q", got, "new-2 new-1")
 	}
-	if got := list(console.Filter{Status: projector.Completed, Until: mid}); got != "old-wait old" {
+	if got := list(client.Filter{Status: projector.Completed, Until: mid}); got != "old-wait old" {
 		t.Errorf("completed until mid: %q, want %q", got, "old-wait old")
 	}
 }

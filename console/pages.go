@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/arbiter-run/arbiter/approvals"
+	"github.com/arbiter-run/arbiter/client"
 	"github.com/arbiter-run/arbiter/events"
 	"github.com/arbiter-run/arbiter/projector"
 )
@@ -53,7 +54,7 @@ func (s *Server) render(w http.ResponseWriter, status int, name string, data any
 func (s *Server) fail(w http.ResponseWriter, err error) {
 	status := http.StatusInternalServerError
 	switch {
-	case errors.Is(err, ErrBadRequest), errors.Is(err, approvals.ErrBadDecision):
+	case errors.Is(err, ErrBadRequest), errors.Is(err, client.ErrBadFilter), errors.Is(err, approvals.ErrBadDecision):
 		status = http.StatusBadRequest
 	case errors.Is(err, events.ErrNoRun):
 		status = http.StatusNotFound
@@ -63,9 +64,9 @@ func (s *Server) fail(w http.ResponseWriter, err error) {
 	http.Error(w, err.Error(), status)
 }
 
-func parseFilter(r *http.Request) (Filter, error) {
+func parseFilter(r *http.Request) (client.Filter, error) {
 	q := r.URL.Query()
-	f := Filter{Status: projector.Status(q.Get("status")), Agent: q.Get("agent"), Actor: q.Get("actor")}
+	f := client.Filter{Status: projector.Status(q.Get("status")), Agent: q.Get("agent"), Actor: q.Get("actor")}
 	for _, p := range []struct {
 		name string
 		into *time.Time
@@ -76,7 +77,7 @@ func parseFilter(r *http.Request) (Filter, error) {
 		}
 		t, err := parseTime(v)
 		if err != nil {
-			return Filter{}, fmt.Errorf("%w: %s %q: want a time like 2026-12-01T15:04 or 2026-12-01T15:04:05Z", ErrBadRequest, p.name, v)
+			return client.Filter{}, fmt.Errorf("%w: %s %q: want a time like 2026-12-01T15:04 or 2026-12-01T15:04:05Z", ErrBadRequest, p.name, v)
 		}
 		*p.into = t
 	}
@@ -93,10 +94,10 @@ func parseTime(v string) (time.Time, error) {
 }
 
 type runsPage struct {
-	Filter   Filter
+	Filter   client.Filter
 	Since    string
 	Until    string
-	Page     Page
+	Page     client.Page
 	NextURL  string
 	Statuses []projector.Status
 }
@@ -156,7 +157,7 @@ func (s *Server) handleRun(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, fmt.Errorf("%w: %w", ErrBadRequest, err))
 		return
 	}
-	v, recs, err := readRun(r.Context(), s.cfg.Log, run)
+	v, recs, err := s.client.Read(r.Context(), run)
 	if err != nil && !errors.Is(err, ErrBroken) {
 		s.fail(w, err)
 		return
@@ -282,31 +283,19 @@ func (s *Server) Decide(ctx context.Context, run, id, decision, shown, reason st
 	if decision != events.Grant && decision != events.Deny {
 		return 0, fmt.Errorf("%w: decision %q (want grant or deny)", ErrBadRequest, decision)
 	}
-	v, _, err := readRun(ctx, s.cfg.Log, run)
-	if err != nil {
-		return 0, err
+	if shown == "" {
+		return 0, fmt.Errorf("%w: the page showed no approval hash: reload and look again; nothing signed", ErrStale)
 	}
-	a := v.Approval(id)
+	// A missed nudge only delays the decision to the fleet's next look at
+	// the run, so it is not an error to the operator (Decided.Unnudged).
+	d, err := s.client.Decide(ctx, s.cfg.Key, run, id, client.Decision{Decision: decision, Reason: reason, Hash: shown, At: s.cfg.Now()})
 	switch {
-	case a == nil:
-		return 0, fmt.Errorf("%w: run %s has no approval %q", ErrStale, run, id)
-	case a.State != projector.Pending || v.Run.Status != projector.Waiting:
-		return 0, fmt.Errorf("%w: approval %s is %s and the run %s: nothing signed", ErrStale, id, a.State, v.Run.Status)
-	case !equal(shown, a.Hash):
-		return 0, fmt.Errorf("%w: approval %s has hash %s, the page showed %q: reload and look again; nothing signed", ErrStale, id, a.Hash, shown)
-	}
-	d, err := approvals.Sign(s.cfg.Key, run, id, a.Hash, decision, strings.TrimSpace(reason), s.cfg.Now())
-	if err != nil {
+	case errors.Is(err, approvals.ErrNoApproval), errors.Is(err, approvals.ErrNotPending), errors.Is(err, approvals.ErrWrongHash):
+		return 0, fmt.Errorf("%w: %w", ErrStale, err)
+	case err != nil:
 		return 0, err
 	}
-	seq, err := approvals.Publish(ctx, s.cfg.Log, run, d)
-	if err != nil {
-		return 0, err
-	}
-	// The decision is stored; a missed nudge only delays it to the
-	// fleet's next look at the run, so it is not an error to the operator.
-	_ = s.cfg.Queue.Nudge(ctx, run, fmt.Sprintf("decided-%d", seq))
-	return seq, nil
+	return d.Seq, nil
 }
 
 // summary is one event in a line of text.

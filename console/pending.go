@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/arbiter-run/arbiter/client"
 	"github.com/arbiter-run/arbiter/events"
 	"github.com/arbiter-run/arbiter/projector"
 )
@@ -30,8 +31,9 @@ type Pending struct {
 // stands: only a worker's record makes an approval decided, so the feed
 // shows what the fleet has recorded.
 type pendingFeed struct {
-	log  *events.Log
-	poll time.Duration
+	log    *events.Log
+	client *client.Client
+	poll   time.Duration
 
 	filters []feedFilter
 
@@ -47,7 +49,8 @@ type pendingFeed struct {
 // feedFilter is one subject filter the feed follows on one stream.
 type feedFilter struct{ stream, subject string }
 
-func newPendingFeed(log *events.Log, poll time.Duration) *pendingFeed {
+func newPendingFeed(c *client.Client, poll time.Duration) *pendingFeed {
+	log := c.Log()
 	var filters []feedFilter
 	for k, approvals := range log.ApprovalFilters() {
 		stream := log.StreamName(k)
@@ -60,7 +63,7 @@ func newPendingFeed(log *events.Log, poll time.Duration) *pendingFeed {
 	for i := range next {
 		next[i] = 1
 	}
-	return &pendingFeed{log: log, poll: poll, filters: filters, next: next, waiting: map[string]Pending{}, changed: make(chan struct{})}
+	return &pendingFeed{log: log, client: c, poll: poll, filters: filters, next: next, waiting: map[string]Pending{}, changed: make(chan struct{})}
 }
 
 func (p *pendingFeed) run(ctx context.Context) error {
@@ -112,7 +115,7 @@ func (p *pendingFeed) step(ctx context.Context) error {
 	}
 	changed := false
 	for run := range touched {
-		v, _, err := readRun(ctx, p.log, run)
+		v, _, err := p.client.Read(ctx, run)
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}

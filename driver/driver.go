@@ -36,8 +36,10 @@ type Config struct {
 	Shadow policy.Policy
 	// Tools the agent may request. Names must be unique.
 	Tools []Tool
-	// Limits for runs this driver creates. A zero field takes the default in
-	// [DefaultLimits].
+	// Limits for runs this driver creates, unless a run is asked for with
+	// limits of its own (see [CreateOptions]). A zero field takes the
+	// default in [DefaultLimits]; [NoLimit] asks for none. [New] refuses
+	// any other negative value.
 	Limits events.Limits
 	// ApprovalTTL is how long an approval waits for a decision when the
 	// policy sets no expiry. Zero: approvals do not expire.
@@ -78,10 +80,6 @@ type Config struct {
 	// event's kind and body (fault injection in the crash tests).
 	BeforeAppend func(kind events.Kind, body any)
 }
-
-// DefaultLimits are the limits a run gets when Config.Limits leaves a field
-// zero.
-var DefaultLimits = events.Limits{MaxSteps: 100, MaxFailuresInRow: 5, MaxRepeats: 5}
 
 // Driver drives runs. It is safe for concurrent use by many goroutines, each
 // driving a different run.
@@ -133,16 +131,11 @@ func New(cfg Config) (*Driver, error) {
 	if d.cfg.Logger == nil {
 		d.cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	l := &d.cfg.Limits
-	if l.MaxSteps == 0 {
-		l.MaxSteps = DefaultLimits.MaxSteps
+	l, err := ApplyLimits(d.cfg.Limits, DefaultLimits)
+	if err != nil {
+		return nil, fmt.Errorf("new driver: %w", err)
 	}
-	if l.MaxFailuresInRow == 0 {
-		l.MaxFailuresInRow = DefaultLimits.MaxFailuresInRow
-	}
-	if l.MaxRepeats == 0 {
-		l.MaxRepeats = DefaultLimits.MaxRepeats
-	}
+	d.cfg.Limits = l
 	return d, nil
 }
 
@@ -207,7 +200,31 @@ func (d *Driver) Create(ctx context.Context, id, agent string, input json.RawMes
 // CreateAs is [Driver.Create] recording who asked for the run (nil: nobody
 // named) and the surface the request came through, for policies to see.
 func (d *Driver) CreateAs(ctx context.Context, id, agent string, input json.RawMessage, actor *events.Actor, surface string) (*Run, error) {
-	body := events.RunCreatedBody{Tools: d.Tools(), Limits: d.cfg.Limits, Input: input, Agent: agent, Actor: actor.Clone(), Surface: surface, Withheld: d.withheld()}
+	return d.CreateWith(ctx, id, CreateOptions{Agent: agent, Input: input, Actor: actor, Surface: surface})
+}
+
+// CreateOptions are what a run is created with by [Driver.CreateWith].
+// The zero value is a run of the "" agent with no input.
+type CreateOptions struct {
+	Agent   string
+	Input   json.RawMessage
+	Actor   *events.Actor
+	Surface string
+	// Limits of this run: a zero field takes the driver's
+	// ([Config.Limits]), [NoLimit] asks for none.
+	Limits events.Limits
+}
+
+// CreateWith starts run id as [Driver.Create] does, with the options' own
+// limits applied over the driver's (see [ApplyLimits]); the limits the run
+// runs under are recorded in its run.created. A bad limit is an error and
+// nothing is recorded.
+func (d *Driver) CreateWith(ctx context.Context, id string, o CreateOptions) (*Run, error) {
+	limits, err := ApplyLimits(o.Limits, d.cfg.Limits)
+	if err != nil {
+		return nil, fmt.Errorf("create run %s: %w", id, err)
+	}
+	body := events.RunCreatedBody{Tools: d.Tools(), Limits: limits, Input: o.Input, Agent: o.Agent, Actor: o.Actor.Clone(), Surface: o.Surface, Withheld: d.withheld()}
 	r := &Run{}
 	if err := d.append(ctx, r, id, events.RunCreated, body); err != nil {
 		return nil, err

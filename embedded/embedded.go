@@ -53,6 +53,15 @@ type ClusterConfig struct {
 	Routes []string // route URLs of the other servers, nats-route://127.0.0.1:PORT
 }
 
+// ErrStoreInUse is returned by [Start] for a store another server, in this
+// process or another, holds: the error names the holder's process id.
+var ErrStoreInUse = errors.New("store in use")
+
+// URLFile is the file in a worker's data directory that holds the URL its
+// embedded server listens on, while it runs, so that other commands on the
+// machine (arbiter, replay) find it on whatever port it was given.
+const URLFile = "worker.url"
+
 // Server is a running embedded server. It holds its store's lock until
 // [Server.Stop] (Shutdown alone leaves it held until the process ends).
 type Server struct {

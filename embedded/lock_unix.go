@@ -36,7 +36,7 @@ func lockStore(dir string) (*os.File, error) {
 			if pid := strings.TrimSpace(string(holder)); pid != "" {
 				who += " (process " + pid + ")"
 			}
-			return nil, fmt.Errorf("store %s is in use by %s: one store, one server (lock %s)", dir, who, name)
+			return nil, fmt.Errorf("%w: store %s is in use by %s: one store, one server (lock %s)", ErrStoreInUse, dir, who, name)
 		}
 		return nil, fmt.Errorf("lock store %s: %w", dir, err)
 	}

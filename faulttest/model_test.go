@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/arbiter-run/arbiter/approvals"
+	"github.com/arbiter-run/arbiter/client"
 	"github.com/arbiter-run/arbiter/events"
 	"github.com/arbiter-run/arbiter/projector"
 	"github.com/arbiter-run/arbiter/testkit"
@@ -111,15 +111,8 @@ models:
 	if v.Run.Status != projector.Waiting || a == nil || v.Step(2).Decision.Tool != "send_email" {
 		t.Fatalf("worker 2: %s with step 2 %s, want waiting on send_email%s", v.Run.Status, v.Step(2).Decision.Tool, trace(ctx, env.log, "run-m"))
 	}
-	b, err := approvals.Sign(kp, "run-m", a.ID, a.Hash, events.Grant, "ok to send", time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := approvals.Publish(ctx, env.log, "run-m", b); err != nil {
-		t.Fatal(err)
-	}
-	if err := env.q.Nudge(ctx, "run-m", "granted"); err != nil {
-		t.Fatal(err)
+	if d, err := client.New(env.log, env.q).Grant(ctx, kp, "run-m", a.ID, "ok to send"); err != nil || d.Unnudged != nil {
+		t.Fatalf("grant: %+v, %v", d, err)
 	}
 	died(w2, "worker 2, before the third sibling")
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/arbiter-run/arbiter/approvals"
+	"github.com/arbiter-run/arbiter/client"
 	"github.com/arbiter-run/arbiter/driver"
 	"github.com/arbiter-run/arbiter/events"
 	"github.com/arbiter-run/arbiter/fleet"
@@ -125,12 +126,8 @@ func waiting(v projector.View) bool {
 // grant signs and records a grant of the approval run waits on.
 func (f *approvalFleet) grant(t *testing.T, log *events.Log, run string, a projector.Approval) {
 	t.Helper()
-	d, err := approvals.Sign(f.kp, run, a.ID, a.Hash, events.Grant, "checked", time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := approvals.Publish(t.Context(), log, run, d); err != nil {
-		t.Fatalf("publish grant: %v", err)
+	if _, err := client.New(log, nil).Decide(t.Context(), f.kp, run, a.ID, client.Decision{Decision: events.Grant, Reason: "checked", Hash: a.Hash}); err != nil {
+		t.Fatalf("grant: %v", err)
 	}
 }
 

@@ -32,7 +32,20 @@ type WorkerConfig struct {
 	// agents registry and never applies them itself (see [RunDefaults]).
 	Defaults map[string]RunDefaults
 	// Concurrency is how many runs the worker drives at once. Default 16.
+	// Why 16: a run in flight mostly waits on its model call or its tool
+	// (the driver's own work is tens of microseconds of CPU a step, ADR
+	// 0006), so the bound is not the CPU but what one worker may have
+	// outstanding at once: model calls against one API key's rate limit and
+	// budget, tool calls against the systems they reach, and the views it
+	// holds. A small fixed number keeps that predictable per worker; a
+	// fleet scales by adding workers. Raise it for agents and tools that
+	// allow more at once. Negative is an error.
 	Concurrency int
+	// CancelPoll is how often the worker looks for cancellations of the
+	// runs it drives, to stop their steps in flight at once: one read per
+	// shard with a run in flight, however many. Default
+	// [DefaultCancelPoll].
+	CancelPoll time.Duration
 	// Grace bounds how long a shutdown waits for the steps in flight.
 	// Default 30s.
 	Grace time.Duration
@@ -55,6 +68,7 @@ type Worker struct {
 	mu       sync.Mutex
 	inFlight map[string]bool
 	stalled  map[string]bool
+	cancels  *cancels
 }
 
 // NewWorker checks cfg and builds a worker.
@@ -79,13 +93,16 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 	if cfg.Grace == 0 {
 		cfg.Grace = 30 * time.Second
 	}
+	if cfg.CancelPoll <= 0 {
+		cfg.CancelPoll = DefaultCancelPoll
+	}
 	if cfg.CacheSize == 0 {
 		cfg.CacheSize = 1024
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Worker{cfg: cfg, d: cfg.Driver, q: cfg.Queue, log: cfg.Logger, cache: newCache(cfg.CacheSize), inFlight: map[string]bool{}, stalled: map[string]bool{}}, nil
+	return &Worker{cfg: cfg, d: cfg.Driver, q: cfg.Queue, log: cfg.Logger, cache: newCache(cfg.CacheSize), inFlight: map[string]bool{}, stalled: map[string]bool{}, cancels: newCancels()}, nil
 }
 
 // Start creates run with agent and input and nudges the fleet to drive it.
@@ -108,6 +125,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	hard, cancelHard := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelHard()
 	go w.advertise(ctx)
+	go w.watchCancels(hard)
 	slots := make(chan struct{}, w.cfg.Concurrency)
 	var wg sync.WaitGroup
 	for ctx.Err() == nil {
@@ -236,9 +254,18 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, stop <-chan stru
 		}
 		return
 	}
-	busyCtx := driver.WithBusy(ctx, w.q.cfg.AckWait/3, func() { _ = msg.InProgress() })
+	watched, cancelled := w.watchCancel(ctx, r)
+	busyCtx := driver.WithBusy(watched, w.q.cfg.AckWait/3, func() { _ = msg.InProgress() })
 	err = w.d.DriveUntil(busyCtx, r, agent, stop)
 	switch {
+	case cancelled():
+		// The run was cancelled while we drove it: whatever the step in
+		// flight tried to append after was refused by the fence. Nothing
+		// is left to do for it.
+		w.markStalled(run, false)
+		w.cache.drop(run)
+		_ = msg.Ack()
+		return
 	case errors.Is(err, events.ErrConflict):
 		// Someone else moved the run: stop driving it at once, forget our
 		// view, and let the queue hand the run to whoever should have it.

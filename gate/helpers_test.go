@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/arbiter-run/arbiter/approvals"
+	"github.com/arbiter-run/arbiter/client"
 	"github.com/arbiter-run/arbiter/driver"
 	"github.com/arbiter-run/arbiter/events"
 	"github.com/arbiter-run/arbiter/gate"
@@ -109,12 +110,8 @@ func report(t *testing.T, r *gate.Run, out string) gate.Answer {
 // grant` and `arbiter deny` do.
 func (e *env) decide(t *testing.T, run string, a *projector.Approval, decision string) {
 	t.Helper()
-	d, err := approvals.Sign(e.kp, run, a.ID, a.Hash, decision, "checked", a.Requested.Add(time.Millisecond))
-	if err != nil {
-		t.Fatalf("sign: %v", err)
-	}
-	if _, err := approvals.Publish(t.Context(), e.log, run, d); err != nil {
-		t.Fatalf("publish: %v", err)
+	if _, err := client.New(e.log, nil).Decide(t.Context(), e.kp, run, a.ID, client.Decision{Decision: decision, Reason: "checked", Hash: a.Hash, At: a.Requested.Add(time.Millisecond)}); err != nil {
+		t.Fatalf("%s: %v", decision, err)
 	}
 }
 

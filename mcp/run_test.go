@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nkeys"
 
 	"github.com/arbiter-run/arbiter/approvals"
+	"github.com/arbiter-run/arbiter/client"
 	"github.com/arbiter-run/arbiter/driver"
 	"github.com/arbiter-run/arbiter/events"
 	"github.com/arbiter-run/arbiter/mcp"
@@ -68,11 +69,7 @@ func grantPending(t *testing.T, log *events.Log, d *driver.Driver, run string, k
 	if a == nil {
 		t.Fatalf("run %s (%s %s): no pending approval", run, v.Run.Status, v.Run.Reason)
 	}
-	b, err := approvals.Sign(kp, run, a.ID, a.Hash, events.Grant, "reviewed the write", time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := approvals.Publish(t.Context(), log, run, b); err != nil {
+	if _, err := client.New(log, nil).Grant(t.Context(), kp, run, a.ID, "reviewed the write"); err != nil {
 		t.Fatal(err)
 	}
 	return *a

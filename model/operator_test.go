@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/arbiter-run/arbiter/approvals"
+	"github.com/arbiter-run/arbiter/client"
 	"github.com/arbiter-run/arbiter/events"
 	"github.com/nats-io/nkeys"
 )
@@ -43,11 +44,7 @@ func grant(t *testing.T, h *harness, run string) {
 		t.Fatalf("run %s (%s): no pending approval", run, v.Run.Status)
 	}
 	kp, _ := operator(t)
-	b, err := approvals.Sign(kp, run, a.ID, a.Hash, events.Grant, "checked", a.Requested.Add(time.Millisecond))
-	if err != nil {
-		t.Fatalf("sign: %v", err)
-	}
-	if _, err := approvals.Publish(ctx, h.log, run, b); err != nil {
-		t.Fatalf("publish grant: %v", err)
+	if _, err := client.New(h.log, nil).Decide(ctx, kp, run, a.ID, client.Decision{Decision: events.Grant, Reason: "checked", At: a.Requested.Add(time.Millisecond)}); err != nil {
+		t.Fatalf("grant: %v", err)
 	}
 }

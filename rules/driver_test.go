@@ -6,9 +6,9 @@ import (
 	"errors"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/arbiter-run/arbiter/approvals"
+	"github.com/arbiter-run/arbiter/client"
 	"github.com/arbiter-run/arbiter/driver"
 	"github.com/arbiter-run/arbiter/events"
 	"github.com/arbiter-run/arbiter/policy"
@@ -125,11 +125,7 @@ func TestDriver_RefundLimitThroughTheRealLoop(t *testing.T) {
 	}
 
 	// The manager grants; the worker runs exactly the held refund.
-	b, err := approvals.Sign(kp, r.ID(), a.ID, a.Hash, events.Grant, "ok", time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := approvals.Publish(t.Context(), log, r.ID(), b); err != nil {
+	if _, err := client.New(log, nil).Grant(t.Context(), kp, r.ID(), a.ID, "ok"); err != nil {
 		t.Fatal(err)
 	}
 	if err := d.Refresh(t.Context(), r); err != nil {

@@ -6,9 +6,9 @@ import (
 	"net/http/httptest"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/arbiter-run/arbiter/approvals"
+	"github.com/arbiter-run/arbiter/client"
 	"github.com/arbiter-run/arbiter/driver"
 	"github.com/arbiter-run/arbiter/events"
 	"github.com/arbiter-run/arbiter/policy"
@@ -100,11 +100,7 @@ func TestTracer_SpanPerStepAcrossWorkers(t *testing.T) {
 	if ap == nil {
 		t.Fatalf("run %s, want it waiting", v.Run.Status)
 	}
-	d, err := approvals.Sign(kp, "run-x", ap.ID, ap.Hash, events.Grant, "ok", time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := approvals.Publish(t.Context(), log, "run-x", d); err != nil {
+	if _, err := client.New(log, nil).Grant(t.Context(), kp, "run-x", ap.ID, "ok"); err != nil {
 		t.Fatal(err)
 	}
 	r2, err := b.Load(t.Context(), "run-x")

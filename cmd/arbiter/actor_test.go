@@ -88,8 +88,8 @@ func TestStart_TakesTheAgentsRunDefaults(t *testing.T) {
 		actor *events.Actor
 		out   string
 	}{
-		{"by-default", nil, fin, "started run by-default (agent demo, actor fin-desk (finance), surface api)\n"},
-		{"by-name", []string{"--actor", "ana"}, &events.Actor{ID: "ana"}, "started run by-name (agent demo, actor ana, surface api)\n"},
+		{"by-default", nil, fin, "started run by-default (agent demo, actor fin-desk (finance), surface api; limits: 100 steps, 5 failures in a row, 5 repeats, no time limit)\n"},
+		{"by-name", []string{"--actor", "ana"}, &events.Actor{ID: "ana"}, "started run by-name (agent demo, actor ana, surface api; limits: 100 steps, 5 failures in a row, 5 repeats, no time limit)\n"},
 	} {
 		var out bytes.Buffer
 		if err := runStart(t.Context(), e.args(append([]string{"--agent", "demo", "--id", c.id}, c.args...)...), &out); err != nil {

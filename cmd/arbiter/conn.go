@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/arbiter-run/arbiter/client"
+	"github.com/arbiter-run/arbiter/embedded"
 	"github.com/arbiter-run/arbiter/events"
 	"github.com/arbiter-run/arbiter/fleet"
 	"github.com/arbiter-run/arbiter/internal/natsflags"
@@ -24,18 +26,33 @@ type conn struct {
 	// role is the embedded default's user this command needs when no
 	// credentials are given: "operator" or "worker".
 	role string
+	// fs holds the flags: unless --nats was given, a worker's URL file
+	// in --data is used when there is one.
+	fs *flag.FlagSet
 
 	nc  *nats.Conn
 	log *events.Log
 	q   *fleet.Queue
+	cl  *client.Client
 }
 
 func (c *conn) flags(fs *flag.FlagSet) {
-	c.Register(fs, "nats://127.0.0.1:4222", "NATS server URL(s), comma separated")
+	c.fs = fs
+	c.Register(fs, "nats://127.0.0.1:4222", "NATS server URL(s), comma separated (default: where the worker on --data listens, else this)")
 	fs.StringVar(&c.data, "data", "arbiter-data", "data directory of a worker's embedded JetStream: its credentials/ are used when no --user, --creds or --nkey is given")
 }
 
 func (c *conn) open(ctx context.Context) error {
+	urlSet := false
+	if c.fs != nil {
+		c.fs.Visit(func(f *flag.Flag) { urlSet = urlSet || f.Name == "nats" })
+	}
+	if !urlSet {
+		// A worker on --data says where it listens, whatever its port.
+		if b, err := os.ReadFile(filepath.Join(c.data, embedded.URLFile)); err == nil && len(strings.TrimSpace(string(b))) > 0 {
+			c.URL = strings.TrimSpace(string(b))
+		}
+	}
 	if c.User == "" && c.Creds == "" && c.NKey == "" && c.role != "" {
 		if pw, err := os.ReadFile(filepath.Join(c.data, "credentials", c.role+".password")); err == nil {
 			c.User, c.Password = c.role, strings.TrimSpace(string(pw))
@@ -63,6 +80,7 @@ func (c *conn) open(ctx context.Context) error {
 		return err
 	}
 	c.nc, c.log, c.q = nc, log, fleet.NewQueue(js, fleet.Config{})
+	c.cl = client.New(c.log, c.q)
 	return nil
 }
 

@@ -7,9 +7,9 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"time"
 
 	"github.com/arbiter-run/arbiter/approvals"
+	"github.com/arbiter-run/arbiter/client"
 	"github.com/arbiter-run/arbiter/driver"
 	"github.com/arbiter-run/arbiter/embedded"
 	"github.com/arbiter-run/arbiter/events"
@@ -116,11 +116,8 @@ func runDemo(ctx context.Context, args []string, out io.Writer) error {
 	fmt.Fprintf(out, "  presentation (content the model may have chosen): %s\n", a.Presentation)
 	fmt.Fprintf(out, "the demo operator %.12s… signs a grant over hash %.16s…\n\n", opPub, a.Hash)
 
-	grant, err := approvals.Sign(operator, id, a.ID, a.Hash, events.Grant, "demo: looks right", time.Now())
-	if err != nil {
-		return err
-	}
-	if _, err := approvals.Publish(ctx, log, id, grant); err != nil {
+	// No fleet here: the demo drives the run itself, so nobody is nudged.
+	if _, err := client.New(log, nil).Grant(ctx, operator, id, a.ID, "demo: looks right"); err != nil {
 		return err
 	}
 	if err := d.Drive(ctx, run, agent); err != nil {

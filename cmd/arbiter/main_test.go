@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/arbiter-run/arbiter/approvals"
+	"github.com/arbiter-run/arbiter/client"
 	"github.com/arbiter-run/arbiter/driver"
 	"github.com/arbiter-run/arbiter/embedded"
 	"github.com/arbiter-run/arbiter/events"
@@ -635,8 +636,8 @@ func TestResult_PrintsTheAnswer(t *testing.T) {
 	if got := string(r.View().Run.Input); got != `"What is in notes.txt?"` {
 		t.Errorf("input %s, want the text as a JSON string", got)
 	}
-	if err := runResult(ctx, e.args("r1"), &out); !errors.Is(err, errNotDone) {
-		t.Fatalf("result of a running run: got %v, want errNotDone", err)
+	if err := runResult(ctx, e.args("r1"), &out); !errors.Is(err, client.ErrNotEnded) {
+		t.Fatalf("result of a running run: got %v, want client.ErrNotEnded", err)
 	}
 	answer := driver.AgentFunc(func(ctx context.Context, in driver.StepInput) (driver.Decision, error) {
 		if err := in.Record(ctx, events.ModelAttempted, events.ModelAttemptBody{Call: 1, Attempt: 1, Provider: "p", Model: "m", SideEffect: events.SideEffectNone}); err != nil {
@@ -686,7 +687,7 @@ func TestResult_PrintsTheAnswer(t *testing.T) {
 	if err := e.d.Drive(ctx, r2, broke); err != nil {
 		t.Fatal(err)
 	}
-	if err := runResult(ctx, e.args("r2"), &out); !errors.Is(err, errRunFailed) || !strings.Contains(err.Error(), "no model today") {
-		t.Errorf("result of a failed run: got %v, want errRunFailed with the detail", err)
+	if err := runResult(ctx, e.args("r2"), &out); !errors.Is(err, client.ErrNoAnswer) || !strings.Contains(err.Error(), "no model today") {
+		t.Errorf("result of a failed run: got %v, want client.ErrNoAnswer with the detail", err)
 	}
 }

@@ -8,14 +8,14 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"sort"
 	"strings"
 	"time"
 
 	"github.com/arbiter-run/arbiter/approvals"
+	"github.com/arbiter-run/arbiter/client"
+	"github.com/arbiter-run/arbiter/driver"
 	"github.com/arbiter-run/arbiter/events"
 	"github.com/arbiter-run/arbiter/projector"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
 	"golang.org/x/term"
 )
@@ -60,53 +60,14 @@ func setup(ctx context.Context, name string, args []string, extra func(*flag.Fla
 	return c, rest, nil
 }
 
-func fold(ctx context.Context, log *events.Log, run string) (projector.View, []events.Record, events.Tail, error) {
-	recs, tail, err := read(ctx, log, run)
-	if err != nil {
-		return projector.View{}, nil, events.Tail{}, err
+// readRun reads and folds run, saying plainly when its events do not
+// verify or fold.
+func readRun(ctx context.Context, c *conn, run string) (projector.View, []events.Record, error) {
+	v, recs, err := c.cl.Read(ctx, run)
+	if errors.Is(err, client.ErrBroken) {
+		return v, recs, fmt.Errorf("run %s is BROKEN: its stored events are not one hash chain ending at the log's last message for it, or do not fold (one was altered, removed, inserted or copied), so no worker drives it and nothing of it executes: %w", run, err)
 	}
-	evs := make([]events.Event, len(recs))
-	for i, r := range recs {
-		evs[i] = r.Event
-	}
-	v, err := projector.Fold(evs...)
-	if err != nil {
-		return projector.View{}, nil, events.Tail{}, fmt.Errorf("run %s is BROKEN: its events do not fold, so no worker drives it and nothing of it executes: %w", run, err)
-	}
-	return v, recs, tail, nil
-}
-
-// read reads run, saying plainly when its events do not verify.
-func read(ctx context.Context, log *events.Log, run string) ([]events.Record, events.Tail, error) {
-	recs, tail, err := log.Read(ctx, run)
-	switch {
-	case errors.Is(err, events.ErrBrokenChain) || errors.Is(err, events.ErrMalformed):
-		return nil, events.Tail{}, fmt.Errorf("run %s is BROKEN: its stored events are not one hash chain ending at the log's last message for it (one was altered, removed, inserted or copied), so no worker drives it and nothing of it executes: %w", run, err)
-	case err != nil:
-		return nil, events.Tail{}, err
-	}
-	return recs, tail, nil
-}
-
-// runIDs lists the runs that have an event of kind k.
-func runIDs(ctx context.Context, log *events.Log, k events.Kind) ([]string, error) {
-	var ids []string
-	for shard := 0; shard < log.Config().Shards; shard++ {
-		s, err := log.JetStream().Stream(ctx, log.StreamName(shard))
-		if err != nil {
-			return nil, err
-		}
-		info, err := s.Info(ctx, jetstream.WithSubjectFilter(log.KindFilter(shard, k)))
-		if err != nil {
-			return nil, err
-		}
-		for subj := range info.State.Subjects {
-			parts := strings.Split(subj, ".")
-			ids = append(ids, parts[len(parts)-len(strings.Split(string(k), "."))-1])
-		}
-	}
-	sort.Strings(ids)
-	return ids, nil
+	return v, recs, err
 }
 
 func runShow(ctx context.Context, args []string, out io.Writer) error {
@@ -115,13 +76,14 @@ func runShow(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 	defer c.close()
-	v, _, _, err := fold(ctx, c.log, pos[0])
+	v, _, err := readRun(ctx, c, pos[0])
 	if err != nil {
 		return err
 	}
 	r := v.Run
 	fmt.Fprintf(out, "run %s: %s %s %s\n", r.ID, r.Status, r.Reason, r.Detail)
 	fmt.Fprintf(out, "  agent %q, %d steps, %d failures in a row, created %s\n", r.Agent, r.Steps, r.FailuresInRow, r.Created.Format(time.RFC3339))
+	fmt.Fprintf(out, "  limits: %s\n", driver.DescribeLimits(r.Limits))
 	if r.Result != "" {
 		fmt.Fprintf(out, "  result: %s\n", r.Result)
 	}
@@ -170,8 +132,8 @@ func runEvents(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 	defer c.close()
-	recs, _, err := read(ctx, c.log, pos[0])
-	if err != nil {
+	_, recs, err := readRun(ctx, c, pos[0])
+	if err != nil && (len(recs) == 0 || !errors.Is(err, projector.ErrFold)) {
 		return err
 	}
 	if raw {
@@ -183,7 +145,10 @@ func runEvents(ctx context.Context, args []string, out io.Writer) error {
 	fmt.Fprintf(out, "run %s: %d events, hash chain verified to the log's last message for the run\n", pos[0], len(recs))
 	printTrace(out, recs)
 	if follow && len(recs) > 0 && !recs[len(recs)-1].Event.Kind.Terminal() {
-		return followEvents(ctx, c.log, pos[0], recs[len(recs)-1].Tail(), out)
+		return c.cl.Follow(ctx, pos[0], recs[len(recs)-1].Tail(), func(r events.Record) error {
+			printTrace(out, []events.Record{r})
+			return nil
+		})
 	}
 	return nil
 }
@@ -194,24 +159,21 @@ func runApprovals(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 	defer c.close()
-	ids, err := runIDs(ctx, c.log, events.ApprovalRequested)
+	list, err := c.cl.Approvals(ctx)
 	if err != nil {
 		return err
 	}
 	n, unreadable := 0, 0
-	for _, id := range ids {
-		v, _, _, err := fold(ctx, c.log, id)
-		if err != nil {
+	for _, w := range list {
+		if w.Err != nil {
 			// One broken run must not hide the others' approvals.
-			fmt.Fprintf(out, "run %s: UNREADABLE: %v\n", id, err)
+			fmt.Fprintf(out, "run %s: UNREADABLE: %v\n", w.Run, w.Err)
 			unreadable++
 			continue
 		}
-		if a := v.PendingApproval(); a != nil && a.State == projector.Pending && v.Run.Status == projector.Waiting {
-			fmt.Fprintf(out, "run %s:\n", id)
-			showApproval(out, id, *a)
-			n++
-		}
+		fmt.Fprintf(out, "run %s:\n", w.Run)
+		showApproval(out, w.Run, w.Approval)
+		n++
 	}
 	fmt.Fprintf(out, "%d approval(s) waiting\n", n)
 	if unreadable > 0 {
@@ -247,7 +209,7 @@ func decide(ctx context.Context, name, decision string, args []string, out io.Wr
 		return err
 	}
 	run, id := pos[0], pos[1]
-	v, _, _, err := fold(ctx, c.log, run)
+	v, _, err := readRun(ctx, c, run)
 	if err != nil {
 		return err
 	}
@@ -270,18 +232,16 @@ func decide(ctx context.Context, name, decision string, args []string, out io.Wr
 			return fmt.Errorf("not confirmed; nothing recorded")
 		}
 	}
-	d, err := approvals.Sign(kp, run, id, a.Hash, decision, reason, time.Now())
+	// Signed over the hash shown (or read) here: if the approval changed
+	// since, nothing is signed.
+	d, err := c.cl.Decide(ctx, kp, run, id, client.Decision{Decision: decision, Reason: reason, Hash: a.Hash})
 	if err != nil {
 		return err
 	}
-	seq, err := approvals.Publish(ctx, c.log, run, d)
-	if err != nil {
-		return err
+	if d.Unnudged != nil {
+		fmt.Fprintf(out, "published, but %v; a worker will see it on its next look at the run\n", d.Unnudged)
 	}
-	if err := c.q.Nudge(ctx, run, fmt.Sprintf("decided-%d", seq)); err != nil {
-		fmt.Fprintf(out, "published, but the fleet was not nudged (%v); a worker will see it on its next look at the run\n", err)
-	}
-	fmt.Fprintf(out, "%s of approval %s published as decision %d (signed by %s); a worker verifies and records it\n", decision, id, seq, d.Operator)
+	fmt.Fprintf(out, "%s of approval %s published as decision %d (signed by %s); a worker verifies and records it\n", decision, id, d.Seq, d.Operator)
 	return nil
 }
 
@@ -302,7 +262,7 @@ func runWatch(ctx context.Context, args []string, out io.Writer) error {
 	if state, err = watchState(c.data, durable, state); err != nil {
 		return err
 	}
-	return approvals.Watch(ctx, c.log, state, func(n approvals.Notice) error {
+	return c.cl.WatchApprovals(ctx, state, func(n approvals.Notice) error {
 		if asJSON {
 			b, _ := json.Marshal(n.Event)
 			fmt.Fprintf(out, "%s\n", b)
@@ -314,60 +274,50 @@ func runWatch(ctx context.Context, args []string, out io.Writer) error {
 }
 
 func runStart(ctx context.Context, args []string, out io.Writer) error {
-	var agent, input, id string
-	var force bool
+	var o client.StartOptions
+	var input string
+	var elapsed time.Duration
 	var who actorFlags
 	c, _, err := setup(ctx, "start", args, func(fs *flag.FlagSet) {
-		fs.StringVar(&agent, "agent", "", "the agent that drives the run (a name in the workers' config)")
+		fs.StringVar(&o.Agent, "agent", "", "the agent that drives the run (a name in the workers' config)")
 		fs.StringVar(&input, "input", "", "the run's input: JSON, or text (recorded as a JSON string)")
-		fs.StringVar(&id, "id", "", "run id (default: a new ULID)")
-		fs.BoolVar(&force, "force", false, "start the run even when no live worker offers the agent (it fails no_agent unless one appears)")
+		fs.StringVar(&o.ID, "id", "", "run id (default: a new ULID); the same start again with the same id only nudges the fleet again")
+		fs.BoolVar(&o.Force, "force", false, "start the run even when no live worker offers the agent (it fails no_agent unless one appears)")
+		fs.IntVar(&o.Limits.MaxSteps, "max-steps", 0, fmt.Sprintf("step limit (0: the default, %d; -1: none)", driver.DefaultLimits.MaxSteps))
+		fs.IntVar(&o.Limits.MaxFailuresInRow, "max-failures", 0, fmt.Sprintf("failed steps in a row before the run fails (0: the default, %d; -1: none)", driver.DefaultLimits.MaxFailuresInRow))
+		fs.IntVar(&o.Limits.MaxRepeats, "max-repeats", 0, fmt.Sprintf("the same request with the same result in a row before the run fails (0: the default, %d; -1: none)", driver.DefaultLimits.MaxRepeats))
+		fs.DurationVar(&elapsed, "max-elapsed", 0, "time limit from creation (0: none)")
 		who.register(fs)
 	})
 	if err != nil {
 		return err
 	}
 	defer c.close()
-	if agent == "" {
+	if o.Agent == "" {
 		return usageError{"--agent is required"}
 	}
-	actor, err := who.actor()
-	if err != nil {
+	if elapsed < 0 {
+		return usageError{fmt.Sprintf("--max-elapsed %s: want a positive duration, or 0 for none", elapsed)}
+	}
+	o.Limits.MaxElapsedMS = elapsed.Milliseconds()
+	if o.Actor, err = who.actor(); err != nil {
 		return err
 	}
-	if !force {
-		offered, err := c.q.Offered(ctx, agent)
-		if err != nil {
-			return fmt.Errorf("start: cannot tell which agents the workers offer (%w); pass --force to start anyway", err)
-		}
-		if !offered {
-			names, _ := c.q.Agents(ctx)
-			return fmt.Errorf("start: no live worker offers agent %q (offered: %s); nothing recorded. Start a worker with that agent, or pass --force", agent, strings.Join(names, ", "))
-		}
-	}
-	if id == "" {
-		id = events.NewID()
-	}
-	body := events.RunCreatedBody{Agent: agent, Actor: actor, Surface: who.surface}
-	// What the flags leave unset comes from the agent's run defaults in the
-	// workers' configs, recorded here so policies and replay see it.
-	if err := c.q.ApplyDefaults(ctx, &body); err != nil {
-		return fmt.Errorf("start: %w; nothing recorded (--actor and --surface given together need no defaults)", err)
-	}
+	o.Surface = who.surface
 	if input != "" {
-		body.Input = inputJSON(input)
+		o.Input = inputJSON(input)
 	}
-	ev, err := events.New(id, events.RunCreated, body)
-	if err != nil {
+	st, err := c.cl.Start(ctx, o)
+	switch {
+	case errors.Is(err, client.ErrNoAgent):
+		return fmt.Errorf("%w. Start a worker with that agent, or pass --force", err)
+	case err != nil:
 		return err
+	case st.Again:
+		fmt.Fprintf(out, "run %s was already recorded as asked; nudged the fleet again (agent %s%s; limits: %s)\n", st.Run, o.Agent, startedAs(events.RunCreatedBody{Actor: st.Actor, Surface: st.Surface}), driver.DescribeLimits(st.Limits))
+	default:
+		fmt.Fprintf(out, "started run %s (agent %s%s; limits: %s)\n", st.Run, o.Agent, startedAs(events.RunCreatedBody{Actor: st.Actor, Surface: st.Surface}), driver.DescribeLimits(st.Limits))
 	}
-	if _, err := c.log.Append(ctx, events.Tail{}, ev); err != nil {
-		return err
-	}
-	if err := c.q.Nudge(ctx, id, "created"); err != nil {
-		return err
-	}
-	fmt.Fprintf(out, "started run %s (agent %s%s)\n", id, agent, startedAs(body))
 	return nil
 }
 
@@ -381,18 +331,11 @@ func inputJSON(s string) json.RawMessage {
 	return b
 }
 
-// errNotDone is returned by result for a run that has not ended.
-var errNotDone = errors.New("the run has not ended")
-
-// errRunFailed is returned by result for a run that ended without an
-// answer.
-var errRunFailed = errors.New("the run ended without a result")
-
 func runResult(ctx context.Context, args []string, out io.Writer) error {
 	var wait bool
 	var timeout, every time.Duration
 	c, pos, err := setup(ctx, "result", args, func(fs *flag.FlagSet) {
-		fs.BoolVar(&wait, "wait", false, "wait until the run ends")
+		fs.BoolVar(&wait, "wait", false, "wait until the run ends, wherever it is driven")
 		fs.DurationVar(&timeout, "timeout", 10*time.Minute, "with --wait: the longest wait")
 		fs.DurationVar(&every, "poll", 250*time.Millisecond, "with --wait: how often to read the run")
 	}, "RUN")
@@ -400,29 +343,25 @@ func runResult(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 	defer c.close()
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	for {
-		v, _, _, err := fold(ctx, c.log, pos[0])
-		if err != nil {
-			return err
-		}
-		r := v.Run
-		switch {
-		case r.Status == projector.Completed:
-			fmt.Fprintln(out, r.Result)
-			return nil
-		case r.Status.Ended():
-			return fmt.Errorf("run %s %s %s: %s: %w", r.ID, r.Status, r.Reason, r.Detail, errRunFailed)
-		case !wait:
-			return fmt.Errorf("run %s is %s after %d steps: %w (use --wait)", r.ID, r.Status, r.Steps, errNotDone)
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("run %s is %s after %d steps: %w", r.ID, r.Status, r.Steps, ctx.Err())
-		case <-time.After(every):
+	var r projector.Run
+	if wait {
+		ctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		r, err = c.cl.WithPoll(every).Wait(ctx, pos[0])
+	} else {
+		r, err = c.cl.Result(ctx, pos[0])
+		if errors.Is(err, client.ErrNotEnded) {
+			err = fmt.Errorf("%w (use --wait)", err)
 		}
 	}
+	if errors.Is(err, client.ErrBroken) {
+		_, _, err = readRun(ctx, c, pos[0])
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(out, r.Result)
+	return nil
 }
 
 func runCancel(ctx context.Context, args []string, out io.Writer) error {
@@ -434,18 +373,7 @@ func runCancel(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 	defer c.close()
-	v, _, tail, err := fold(ctx, c.log, pos[0])
-	if err != nil {
-		return err
-	}
-	if v.Run.Status.Ended() {
-		return fmt.Errorf("run %s already ended %s", pos[0], v.Run.Status)
-	}
-	ev, err := events.New(pos[0], events.RunCancelled, events.EndBody{Reason: events.ReasonCancelled, Detail: reason})
-	if err != nil {
-		return err
-	}
-	if _, err := c.log.Append(ctx, tail, ev); err != nil {
+	if err := c.cl.Cancel(ctx, pos[0], reason); err != nil {
 		return err
 	}
 	fmt.Fprintf(out, "cancelled run %s\n", pos[0])
@@ -482,8 +410,6 @@ func runKeygen(_ context.Context, args []string, out io.Writer) error {
 	fmt.Fprintf(out, "operator key written to %s\npublic key (put it in the workers' config under operators): %s\n", *file, pub)
 	return nil
 }
-
-func isConflict(err error) bool { return errorsIs(err, events.ErrConflict) }
 
 // operatorKey reads the operator's seed from file: the key that signs
 // decisions (`arbiter keygen` writes one).

@@ -7,13 +7,12 @@ import (
 	"io"
 	"time"
 
-	"github.com/arbiter-run/arbiter/console"
-	"github.com/arbiter-run/arbiter/events"
+	"github.com/arbiter-run/arbiter/client"
 	"github.com/arbiter-run/arbiter/projector"
 )
 
 // runRuns lists runs newest first, a page at a time, with the console's
-// filters (console.List): it reads only the runs it prints.
+// filters (client.Client.List): it reads only the runs it prints.
 func runRuns(ctx context.Context, args []string, out io.Writer) error {
 	var status, agent, actor, since, until, after string
 	var page int
@@ -30,7 +29,7 @@ func runRuns(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 	defer c.close()
-	f := console.Filter{Status: projector.Status(status), Agent: agent, Actor: actor}
+	f := client.Filter{Status: projector.Status(status), Agent: agent, Actor: actor}
 	for _, t := range []struct {
 		flag, v string
 		into    *time.Time
@@ -42,7 +41,7 @@ func runRuns(ctx context.Context, args []string, out io.Writer) error {
 			return usageError{fmt.Sprintf("%s %q: want an RFC 3339 time like 2026-12-01T15:04:05Z", t.flag, t.v)}
 		}
 	}
-	p, err := console.List(ctx, c.log, f, after, page, 0)
+	p, err := c.cl.List(ctx, f, after, page, 0)
 	if err != nil {
 		return err
 	}
@@ -62,32 +61,4 @@ func runRuns(ctx context.Context, args []string, out io.Writer) error {
 		fmt.Fprintf(out, "more: arbiter runs --after %s\n", p.Next)
 	}
 	return nil
-}
-
-// followEvents prints run's events from from on as they are stored, until
-// the run ends or ctx is done.
-func followEvents(ctx context.Context, log *events.Log, run string, from events.Tail, out io.Writer) error {
-	t := time.NewTicker(250 * time.Millisecond)
-	defer t.Stop()
-	for {
-		recs, tail, err := log.Since(ctx, run, from)
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			return err
-		}
-		printTrace(out, recs)
-		from = tail
-		for _, r := range recs {
-			if r.Event.Kind.Terminal() {
-				return nil
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
-	}
 }

@@ -22,14 +22,11 @@ import (
 type connFlags struct {
 	natsflags.Flags
 	data string
-	// workerURL is where a worker on --data listens by default.
-	workerURL string
 }
 
 func (c *connFlags) flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.data, "data", "arbiter-data", "data directory of a worker's embedded JetStream, read when no --nats is given")
 	c.Register(fs, "", "NATS server URL(s), comma separated (default: read --data)")
-	c.workerURL = "nats://127.0.0.1:4222"
 }
 
 // open attaches to the log, never creating or changing a stream, and returns
@@ -60,14 +57,34 @@ func (c *connFlags) openData(ctx context.Context) (*events.Log, func(), error) {
 		}
 		return nil, nil, err
 	}
-	if pw, err := os.ReadFile(filepath.Join(c.data, "credentials", "operator.password")); err == nil {
-		nc, err := nats.Connect(c.workerURL, nats.Name("arbiter-replay"), nats.Timeout(time.Second),
+	// A running worker says where it listens (embedded.URLFile): read
+	// through it, on whatever port it was given.
+	var reached error
+	url := ""
+	if b, err := os.ReadFile(filepath.Join(c.data, embedded.URLFile)); err == nil {
+		url = strings.TrimSpace(string(b))
+	}
+	if pw, err := os.ReadFile(filepath.Join(c.data, "credentials", "operator.password")); err == nil && url != "" {
+		nc, err := nats.Connect(url, nats.Name("arbiter-replay"), nats.Timeout(2*time.Second),
 			nats.UserInfo("operator", strings.TrimSpace(string(pw))), embedded.InboxOption("operator"), nats.NoReconnect())
 		if err == nil {
-			return c.attach(ctx, nc, func() { nc.Close() }, c.workerURL)
+			return c.attach(ctx, nc, func() { nc.Close() }, url)
 		}
+		reached = fmt.Errorf("the worker's server at %s (from %s) did not let us in: %w", url, embedded.URLFile, err)
 	}
 	srv, err := embedded.Start(embedded.Config{Dir: dir})
+	if errors.Is(err, embedded.ErrStoreInUse) {
+		// Someone runs this store. Say why we could not read through it,
+		// not only that it is locked.
+		switch {
+		case reached != nil:
+			return nil, nil, fmt.Errorf("read %s: %w; and %w. Pass --nats URL (with --user and --password-file) to read through it", dir, reached, err)
+		case url == "":
+			return nil, nil, fmt.Errorf("read %s: the worker that holds it says no address it listens on (started with --listen ''?), so it can be read only through a server: pass --nats URL, or stop the worker: %w", dir, err)
+		default:
+			return nil, nil, fmt.Errorf("read %s: the worker listens on %s, but %s has no operator password to read through it with: pass --nats %s --user operator --password-file FILE: %w", dir, url, filepath.Join(c.data, "credentials"), url, err)
+		}
+	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("read %s: %w", dir, err)
 	}

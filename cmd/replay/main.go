@@ -69,10 +69,9 @@ A worker whose config names no policy id records, for the default mapping,
 which is also this command's default id: with no flags it audits such a fleet.
 
 By default it reads the data directory of a worker that runs an embedded
-JetStream (--data): through the running worker if one answers on
-127.0.0.1:4222 with that directory's operator credentials, otherwise by
-starting the store itself, in this process only. Do not point --data at the
-directory of a worker that listens elsewhere: use --nats then.
+JetStream (--data): through the running worker, at the address it wrote
+to <data>/worker.url, with that directory's operator credentials; when no
+worker runs there, by starting the store itself, in this process only.
 
 Exit status: 0 everything re-checked is the same; 1 anything differs, a grant
 is invalid or a run's history is tampered; 2 an error (bad flags, no

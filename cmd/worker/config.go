@@ -96,7 +96,10 @@ type PolicyConfig struct {
 	Shadow string `yaml:"shadow"`
 }
 
-// LimitsConfig is events.Limits in the file.
+// LimitsConfig is events.Limits in the file: the limits of runs this
+// worker creates itself (a run started by a client records its own). A
+// field left out takes driver.DefaultLimits; -1 (max_elapsed: none) asks
+// for no limit.
 type LimitsConfig struct {
 	MaxSteps         int    `yaml:"max_steps"`
 	MaxFailuresInRow int    `yaml:"max_failures_in_row"`
@@ -106,7 +109,9 @@ type LimitsConfig struct {
 
 func (l LimitsConfig) limits() (events.Limits, error) {
 	out := events.Limits{MaxSteps: l.MaxSteps, MaxFailuresInRow: l.MaxFailuresInRow, MaxRepeats: l.MaxRepeats}
-	if l.MaxElapsed != "" {
+	if l.MaxElapsed == "none" {
+		out.MaxElapsedMS = driver.NoLimit
+	} else if l.MaxElapsed != "" {
 		d, err := time.ParseDuration(l.MaxElapsed)
 		if err != nil {
 			return out, fmt.Errorf("limits.max_elapsed %q: %w", l.MaxElapsed, err)

@@ -328,3 +328,29 @@ func TestConfig_RunDefaultsRefusals(t *testing.T) {
 		t.Errorf("run defaults %+v %v, want ana/finance/emea over cli", d, err)
 	}
 }
+
+// TestConfig_LimitsNoneAndBelow: -1 and max_elapsed "none" ask for no
+// limit (recorded as none by the driver); -2 is refused by name when the
+// driver is built.
+func TestConfig_LimitsNoneAndBelow(t *testing.T) {
+	c, err := loadConfig(writeConfig(t, "limits: {max_steps: -1, max_elapsed: none}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := c.Limits.limits()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := driver.ApplyLimits(l, driver.DefaultLimits)
+	if err != nil || got.MaxSteps != 0 || got.MaxElapsedMS != 0 || got.MaxRepeats != driver.DefaultLimits.MaxRepeats {
+		t.Errorf("limits -1 and none: %+v, %v; want no step or time limit, the default repeats", got, err)
+	}
+	c, err = loadConfig(writeConfig(t, "limits: {max_repeats: -2}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, _ = c.Limits.limits()
+	if _, err := driver.ApplyLimits(l, driver.DefaultLimits); err == nil || !strings.Contains(err.Error(), "max_repeats -2") {
+		t.Errorf("max_repeats -2: %v, want it refused by name", err)
+	}
+}

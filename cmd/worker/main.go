@@ -55,7 +55,12 @@ type flags struct {
 	operators                                                                   multi
 	noAuth                                                                      bool
 	durability                                                                  string
+	// metricsSet: --metrics was given, so its address is meant exactly.
+	metricsSet bool
 }
+
+// defaultMetrics is where a worker serves /healthz and /metrics unless told.
+const defaultMetrics = "127.0.0.1:9464"
 
 func main() {
 	var f flags
@@ -79,10 +84,10 @@ flags:
 	fs.StringVar(&f.listen, "listen", "127.0.0.1:4222", "where the embedded JetStream listens (host:port; empty: in-process only)")
 	fs.StringVar(&f.natsURL, "nats", "", "join this NATS server or cluster instead of starting an embedded one")
 	fs.StringVar(&f.user, "user", "", "NATS user (with --nats)")
-	fs.StringVar(&f.password, "password", "", "NATS password (with --nats)")
+	fs.StringVar(&f.password, "password", "", "NATS password (with --nats; seen by anyone who can list processes: prefer --password-file or $"+natsflags.PasswordEnv+")")
 	fs.StringVar(&f.passwordFile, "password-file", "", "file holding the NATS password (with --nats)")
 	fs.StringVar(&f.creds, "creds", "", "NATS credentials file (with --nats)")
-	fs.StringVar(&f.metrics, "metrics", "127.0.0.1:9464", "serve /healthz and /metrics here (empty: off)")
+	fs.StringVar(&f.metrics, "metrics", defaultMetrics, "serve /healthz and /metrics here (empty: off); when the default is taken (another worker on this machine) a free port is used and logged")
 	fs.IntVar(&f.concurrency, "concurrency", 16, "runs driven at once")
 	fs.DurationVar(&f.ackWait, "ack-wait", 30*time.Second, "how long a run may be held without a sign of life before another worker takes it (the embedded server's; with --nats, what arbiter setup set)")
 	fs.Var(&f.operators, "operator", "operator public nkey (U…) whose decisions are accepted; repeatable (adds to the config's)")
@@ -94,6 +99,7 @@ flags:
 		}
 		os.Exit(2)
 	}
+	fs.Visit(func(fl *flag.Flag) { f.metricsSet = f.metricsSet || fl.Name == "metrics" })
 	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -169,7 +175,7 @@ func run(ctx context.Context, f flags, logger *slog.Logger) error {
 		return err
 	}
 	if f.metrics != "" {
-		if err := serveMetrics(ctx, f.metrics, reg, nc, w.Stalled, logger); err != nil {
+		if err := serveMetrics(ctx, f.metrics, !f.metricsSet, reg, nc, w.Stalled, logger); err != nil {
 			return err
 		}
 	}
@@ -248,9 +254,13 @@ func connect(ctx context.Context, f flags, lc events.Config, fc fleet.Config, sy
 		if err != nil {
 			return nil, nil, err
 		}
-		nc, err := nats.Connect(f.natsURL, append(opts, nats.MaxReconnects(-1))...)
+		// One attempt: a server that is not there at start is a mistake to
+		// report (a supervisor restarts the worker), not a wait. Once
+		// connected, the worker rides out a server restart (reconnects
+		// without end, while a step in flight fails and is retried).
+		nc, err := nats.Connect(f.natsURL, append(opts, nats.MaxReconnects(-1), nats.Timeout(5*time.Second))...)
 		if err != nil {
-			return nil, nil, fmt.Errorf("connect to %s: %w", f.natsURL, err)
+			return nil, nil, fmt.Errorf("cannot reach NATS at %s: %w (is the server up and is that its address? a worker with --nats joins a running server; without --nats it starts its own)", f.natsURL, err)
 		}
 		return nc, nc.Close, nil
 	}
@@ -288,8 +298,17 @@ func connect(ctx context.Context, f flags, lc events.Config, fc fleet.Config, sy
 		srv.Stop()
 		return nil, nil, err
 	}
-	logger.Info("embedded JetStream ready", "store", ec.Dir, "listen", f.listen, "auth", !f.noAuth, "durability", durabilityName(syncAlways), "shards", lc.WithDefaults().Shards)
-	return nc, func() { nc.Close(); srv.Stop() }, nil
+	urlFile := filepath.Join(f.data, embedded.URLFile)
+	if f.listen != "" {
+		// Where this server listens, for the commands that read --data.
+		if err := os.WriteFile(urlFile, []byte(srv.ClientURL()+"\n"), 0o644); err != nil {
+			logger.Warn("cannot say where the embedded JetStream listens", "file", urlFile, "err", err)
+		}
+	} else {
+		_ = os.Remove(urlFile)
+	}
+	logger.Info("embedded JetStream ready", "store", ec.Dir, "listen", f.listen, "url", srv.ClientURL(), "auth", !f.noAuth, "durability", durabilityName(syncAlways), "shards", lc.WithDefaults().Shards)
+	return nc, func() { nc.Close(); _ = os.Remove(urlFile); srv.Stop() }, nil
 }
 
 // setUp is the administrator's step on the embedded server, over a
@@ -343,7 +362,10 @@ func attach(ctx context.Context, js jetstream.JetStream, lc events.Config, fc fl
 	return log, q, nil
 }
 
-func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry, nc *nats.Conn, stalled func() []string, logger *slog.Logger) error {
+// serveMetrics serves /metrics and /healthz on addr. When addr is the
+// default (not asked for) and taken, a free port on its host is used and
+// logged: two workers on one machine must not stop each other.
+func serveMetrics(ctx context.Context, addr string, isDefault bool, reg *prometheus.Registry, nc *nats.Conn, stalled func() []string, logger *slog.Logger) error {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -359,7 +381,15 @@ func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry, nc
 		}
 	})
 	l, err := net.Listen("tcp", addr)
+	if err != nil && isDefault && errors.Is(err, syscall.EADDRINUSE) {
+		host, _, _ := net.SplitHostPort(addr)
+		logger.Warn("the default metrics address is taken (another worker?); serving on a free port", "default", addr)
+		l, err = net.Listen("tcp", net.JoinHostPort(host, "0"))
+	}
 	if err != nil {
+		if errors.Is(err, syscall.EADDRINUSE) {
+			return fmt.Errorf("--metrics %s: the address is in use (another worker on this machine?): give each worker its own --metrics ADDR, or --metrics '' for none: %w", addr, err)
+		}
 		return fmt.Errorf("--metrics %s: %w", addr, err)
 	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}

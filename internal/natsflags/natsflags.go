@@ -31,7 +31,7 @@ type Flags struct {
 func (f *Flags) Register(fs *flag.FlagSet, url, urlHelp string) {
 	fs.StringVar(&f.URL, "nats", url, urlHelp)
 	fs.StringVar(&f.User, "user", "", "NATS user name")
-	fs.StringVar(&f.Password, "password", "", "NATS password")
+	fs.StringVar(&f.Password, "password", "", "NATS password (seen by anyone who can list processes: prefer --password-file or $"+PasswordEnv+")")
 	fs.StringVar(&f.PasswordFile, "password-file", "", "file holding the NATS password (e.g. <data>/credentials/admin.password)")
 	fs.StringVar(&f.Creds, "creds", "", "NATS credentials file")
 	fs.StringVar(&f.NKey, "nkey", "", "NATS nkey seed file to authenticate with")
@@ -40,11 +40,24 @@ func (f *Flags) Register(fs *flag.FlagSet, url, urlHelp string) {
 	fs.IntVar(&f.Shards, "shards", 1, "number of runs streams the log was created with")
 }
 
+// PasswordEnv is the environment variable a NATS password is read from
+// when neither --password nor --password-file is given (with --user): it
+// does not show in the process list as a flag does.
+const PasswordEnv = "ARBITER_NATS_PASSWORD"
+
 // Options returns the connect options for the flags' credentials, under the
 // client name. A user gets its own inbox prefix, as the permissions of the
-// embedded default and docs/nats-server.conf require.
+// embedded default and docs/nats-server.conf require. The password is
+// --password, else --password-file's, else $ARBITER_NATS_PASSWORD's.
 func (f *Flags) Options(name string) ([]nats.Option, error) {
+	return f.options(name, os.Getenv)
+}
+
+func (f *Flags) options(name string, getenv func(string) string) ([]nats.Option, error) {
 	opts := []nats.Option{nats.Name(name)}
+	if f.Password == "" && f.PasswordFile == "" && f.User != "" {
+		f.Password = getenv(PasswordEnv)
+	}
 	if f.PasswordFile != "" {
 		if f.Password != "" {
 			return nil, fmt.Errorf("--password and --password-file %s: give one", f.PasswordFile)

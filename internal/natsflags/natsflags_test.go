@@ -107,3 +107,35 @@ func TestFlags_PasswordFile(t *testing.T) {
 		}
 	}
 }
+
+// TestFlags_PasswordFromTheEnvironment: with --user and no password flag,
+// the password is $ARBITER_NATS_PASSWORD's, and the connection is let in;
+// a flag given wins over it.
+func TestFlags_PasswordFromTheEnvironment(t *testing.T) {
+	creds := embedded.Credentials{Worker: "w", Operator: "o"}
+	srv, err := embedded.Start(embedded.Config{Dir: t.TempDir(), Port: -1, Users: creds.Users(embedded.Subjects{})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Stop)
+	t.Setenv(natsflags.PasswordEnv, "o")
+	f := natsflags.Flags{User: "operator"}
+	opts, err := f.Options("test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, err := nats.Connect(srv.ClientURL(), opts...)
+	if err != nil {
+		t.Fatalf("connect with the password from %s: %v", natsflags.PasswordEnv, err)
+	}
+	nc.Close()
+	wrong := natsflags.Flags{User: "operator", Password: "not-it"}
+	opts, err = wrong.Options("test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if nc, err := nats.Connect(srv.ClientURL(), opts...); err == nil {
+		nc.Close()
+		t.Error("--password not-it connected: the environment's password was used over the flag")
+	}
+}

@@ -1,4 +1,4 @@
-package console
+package client
 
 import (
 	"cmp"
@@ -122,12 +122,12 @@ func parseCursor(s string, shards int) (cursor, error) {
 	}
 	parts := strings.Split(s, ".")
 	if len(parts) != shards {
-		return nil, fmt.Errorf("%w: cursor %q has %d positions, the log has %d shards", ErrBadRequest, s, len(parts), shards)
+		return nil, fmt.Errorf("%w: cursor %q has %d positions, the log has %d shards", ErrBadFilter, s, len(parts), shards)
 	}
 	for i, p := range parts {
 		v, err := strconv.ParseUint(p, 10, 64)
 		if err != nil {
-			return nil, fmt.Errorf("%w: cursor %q: position %d is not a number", ErrBadRequest, s, i)
+			return nil, fmt.Errorf("%w: cursor %q: position %d is not a number", ErrBadFilter, s, i)
 		}
 		c[i] = v
 	}

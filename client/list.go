@@ -1,4 +1,4 @@
-package console
+package client
 
 import (
 	"context"
@@ -25,6 +25,7 @@ type Filter struct {
 
 // Row is one run of a list: its view, or why it cannot be read.
 type Row struct {
+	// ID is the run's id; View its folded view (when Err is nil).
 	ID   string
 	View projector.View
 	// Err is set when the run's events do not verify or fold: it is shown
@@ -34,6 +35,7 @@ type Row struct {
 
 // Page is one page of the run list, newest first.
 type Page struct {
+	// Rows are the page's runs, newest first.
 	Rows []Row
 	// Next is the cursor of the next page, empty on the last.
 	Next string
@@ -61,10 +63,10 @@ func (f Filter) Validate() error {
 	switch f.Status {
 	case "", projector.Running, projector.Waiting, projector.Completed, projector.Failed, projector.Cancelled:
 	default:
-		return fmt.Errorf("%w: unknown status %q (want RUNNING, WAITING_FOR_APPROVAL, COMPLETED, FAILED or CANCELLED)", ErrBadRequest, f.Status)
+		return fmt.Errorf("%w: unknown status %q (want RUNNING, WAITING_FOR_APPROVAL, COMPLETED, FAILED or CANCELLED)", ErrBadFilter, f.Status)
 	}
 	if !f.Since.IsZero() && !f.Until.IsZero() && f.Until.Before(f.Since) {
-		return fmt.Errorf("%w: until %s is before since %s", ErrBadRequest, f.Until.Format(time.RFC3339), f.Since.Format(time.RFC3339))
+		return fmt.Errorf("%w: until %s is before since %s", ErrBadFilter, f.Until.Format(time.RFC3339), f.Since.Format(time.RFC3339))
 	}
 	return nil
 }
@@ -94,22 +96,23 @@ func (f Filter) match(r Row) bool {
 	return false
 }
 
-// List returns the page of runs selected by f that starts at cursor (""
-// for the newest). Unfiltered, or filtered by an ended status, it reads
-// only the runs the page shows (the newest run.created, or end, messages:
-// see newest). Other filters fold runs newest first until the page is
-// full or ScanLimit runs were read; the page then says so and its cursor
-// goes on from there.
-func (s *Server) List(ctx context.Context, f Filter, cur string) (Page, error) {
-	return List(ctx, s.cfg.Log, f, cur, s.cfg.PageSize, s.cfg.ScanLimit)
-}
+// ErrBadFilter marks a listing that cannot be made: an unknown status, a
+// time range that ends before it starts, a malformed cursor, a page size
+// out of range.
+var ErrBadFilter = errors.New("bad run listing")
 
-// List is [Server.List] for a reader without a console (`arbiter runs`):
-// pages of pageSize runs (1..500), folding at most scanLimit runs a page
-// for the filters that need views (0: 20 pages' worth).
-func List(ctx context.Context, log *events.Log, f Filter, cur string, pageSize, scanLimit int) (Page, error) {
+// List returns the page of pageSize runs (1..500) selected by f that
+// starts at cursor ("" for the newest; a page's Next for the one after).
+// Unfiltered, or filtered by an ended status, it reads only the runs the
+// page shows (the newest run.created, or end, messages: see newest).
+// Other filters fold runs newest first until the page is full or
+// scanLimit runs were read (0: 20 pages' worth); the page then says so
+// and its cursor goes on from there. Errors wrap [ErrBadFilter] for a
+// listing that cannot be made.
+func (cl *Client) List(ctx context.Context, f Filter, cur string, pageSize, scanLimit int) (Page, error) {
+	log := cl.log
 	if pageSize < 1 || pageSize > 500 {
-		return Page{}, fmt.Errorf("%w: page size %d (want 1..500)", ErrBadRequest, pageSize)
+		return Page{}, fmt.Errorf("%w: page size %d (want 1..500)", ErrBadFilter, pageSize)
 	}
 	if scanLimit <= 0 {
 		scanLimit = 20 * pageSize
@@ -132,7 +135,7 @@ func List(ctx context.Context, log *events.Log, f Filter, cur string, pageSize, 
 		if err != nil {
 			return Page{}, err
 		}
-		rows := fold(ctx, log, hits)
+		rows := cl.fold(ctx, hits)
 		for i, r := range rows {
 			page.Scanned++
 			if f.match(r) {
@@ -158,7 +161,8 @@ func List(ctx context.Context, log *events.Log, f Filter, cur string, pageSize, 
 
 // fold reads and folds the runs of hits, up to 32 at a time: each read is
 // one round trip, so a page costs about two round trips, not fifty.
-func fold(ctx context.Context, log *events.Log, hits []hit) []Row {
+func (cl *Client) fold(ctx context.Context, hits []hit) []Row {
+	log := cl.log
 	rows := make([]Row, len(hits))
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 32)
@@ -176,33 +180,9 @@ func fold(ctx context.Context, log *events.Log, hits []hit) []Row {
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			rows[i].View, _, rows[i].Err = readRun(ctx, log, e.Run)
+			rows[i].View, _, rows[i].Err = cl.Read(ctx, e.Run)
 		}()
 	}
 	wg.Wait()
 	return rows
-}
-
-// ErrBroken marks a run whose events do not verify or do not fold: no
-// worker drives it, and nothing of it executes.
-var ErrBroken = errors.New("run is BROKEN: its events do not verify or fold, so no worker drives it and nothing of it executes")
-
-// readRun reads and folds run.
-func readRun(ctx context.Context, log *events.Log, run string) (projector.View, []events.Record, error) {
-	recs, _, err := log.Read(ctx, run)
-	switch {
-	case errors.Is(err, events.ErrBrokenChain) || errors.Is(err, events.ErrMalformed):
-		return projector.View{}, nil, fmt.Errorf("%w: %w", ErrBroken, err)
-	case err != nil:
-		return projector.View{}, nil, err
-	}
-	evs := make([]events.Event, len(recs))
-	for i, r := range recs {
-		evs[i] = r.Event
-	}
-	v, err := projector.Fold(evs...)
-	if err != nil {
-		return projector.View{}, recs, fmt.Errorf("%w: %w", ErrBroken, err)
-	}
-	return v, recs, nil
 }

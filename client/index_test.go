@@ -1,4 +1,4 @@
-package console
+package client
 
 import (
 	"errors"
@@ -92,7 +92,7 @@ func FuzzParseCursor(f *testing.F) {
 		}
 		c, err := parseCursor(s, shards)
 		if err != nil {
-			if !errors.Is(err, ErrBadRequest) {
+			if !errors.Is(err, ErrBadFilter) {
 				t.Fatalf("parseCursor(%q): %v, not a bad request", s, err)
 			}
 			return
