@@ -84,9 +84,18 @@ const interruptedCall = "interrupted"
 func (d *Driver) call(ctx context.Context, ct *CompiledTool, args json.RawMessage) (kind, content string) {
 	ctx, cancel := context.WithTimeout(ctx, ct.Spec.Timeout)
 	defer cancel()
-	res, err := aside(ctx, "tool "+ct.Spec.Name, func(ctx context.Context) (string, error) {
+	exec := func(ctx context.Context) (string, error) {
 		return ct.Tool.Execute(ctx, append(json.RawMessage(nil), args...))
-	})
+	}
+	var (
+		res string
+		err error
+	)
+	if in, ok := ct.Tool.(Inline); ok && in.Inline() && !hasBusy(ctx) {
+		res, err = inline(ctx, "tool "+ct.Spec.Name, exec)
+	} else {
+		res, err = aside(ctx, "tool "+ct.Spec.Name, exec)
+	}
 	switch {
 	case errors.Is(err, errOverran) && ctx.Err() == context.DeadlineExceeded:
 		return events.ObsTimeout, fmt.Sprintf("tool %s timed out after %s", ct.Spec.Name, ct.Spec.Timeout)
@@ -100,6 +109,26 @@ func (d *Driver) call(ctx context.Context, ct *CompiledTool, args json.RawMessag
 		return events.ObsTimeout, fmt.Sprintf("tool %s timed out after %s: %v", ct.Spec.Name, ct.Spec.Timeout, err)
 	}
 	return events.ObsToolError, err.Error()
+}
+
+// inline runs fn on this goroutine, for a tool that returns once its ctx
+// ends (see [Inline]): a panic is its error, as in aside, and a result
+// that came after ctx ended is aside's errOverran, as aside would have
+// answered had it stopped waiting at the deadline. An interrupted call
+// stays interrupted: its effect is unknown, whenever it was said.
+func inline[T any](ctx context.Context, what string, fn func(context.Context) (T, error)) (v T, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			var zero T
+			v, err = zero, fmt.Errorf("%s panicked: %v", what, p)
+		}
+	}()
+	v, err = fn(ctx)
+	if ctx.Err() != nil && !errors.Is(err, ErrInterrupted) {
+		var zero T
+		return zero, fmt.Errorf("%s %w: %w", what, errOverran, ctx.Err())
+	}
+	return v, err
 }
 
 // errOverran is aside's error for a function still running when its

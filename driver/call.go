@@ -43,3 +43,8 @@ func busyOf(ctx context.Context) (busy, bool) {
 	b, ok := ctx.Value(busyKey{}).(busy)
 	return b, ok && b.fn != nil && b.every > 0
 }
+
+func hasBusy(ctx context.Context) bool {
+	_, ok := busyOf(ctx)
+	return ok
+}

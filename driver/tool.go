@@ -69,6 +69,18 @@ type Reconciler interface {
 	Reconcile(ctx context.Context, args json.RawMessage) (Reconciliation, string, error)
 }
 
+// Inline is an optional interface of a [Tool] whose Execute returns soon
+// after its ctx ends, whatever it is doing. The driver runs such a tool on
+// the goroutine that drives the run, when Inline says so, rather than on a
+// goroutine of its own that it could leave behind: a call costs no
+// hand-off between goroutines. A panic is still the call's tool_error, and
+// a result returned after ctx ended is taken as the deadline's (as if the
+// driver had stopped waiting); under a busy hook (see [WithBusy]) the tool
+// runs on a goroutine of its own as any other.
+type Inline interface {
+	Inline() bool
+}
+
 // ArgsError says why arguments were refused: which tool, where in the
 // arguments (a JSON pointer), and what was wrong.
 type ArgsError struct {
