@@ -188,6 +188,12 @@ func (r *Run) ID() string { return r.view.Run.ID }
 // View returns a copy of the run's view.
 func (r *Run) View() projector.View { return r.view.Clone() }
 
+// Peek calls fn with the run's view itself, not a copy ([Run.View] copies
+// it): for a reader that looks at a few fields between two drives. fn must
+// not change the view, keep any part of it after it returns (copy what it
+// keeps) or drive r.
+func (r *Run) Peek(fn func(v *projector.View)) { fn(&r.view) }
+
 // Tail returns where the run stands in the log.
 func (r *Run) Tail() events.Tail { return r.tail }
 

@@ -1,6 +1,7 @@
 package gate
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 
@@ -44,6 +45,25 @@ type Answer struct {
 	// denied or expired, a limit reached): later asks fail with
 	// [ErrEnded].
 	Ended bool
+	// Ran ([Run.Call]) is set when the call's function was run.
+	Ran bool
+}
+
+// copyApproval copies a out of the run's view, sharing nothing with it.
+func copyApproval(a *projector.Approval) projector.Approval {
+	c := *a
+	c.Capability = bytes.Clone(a.Capability)
+	c.Presentation = bytes.Clone(a.Presentation)
+	c.Args = bytes.Clone(a.Args)
+	if a.ExpiresAt != nil {
+		t := *a.ExpiresAt
+		c.ExpiresAt = &t
+	}
+	if a.Decision != nil {
+		d := *a.Decision
+		c.Decision = &d
+	}
+	return c
 }
 
 // Errors the gate returns; callers branch on them with errors.Is.

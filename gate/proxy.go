@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/arbiter-run/arbiter/driver"
@@ -30,16 +31,26 @@ func newProxy(g *Gate, s driver.Spec) *proxy {
 	return p
 }
 
-var _ driver.Tool = (*proxy)(nil)
+var (
+	_ driver.Tool   = (*proxy)(nil)
+	_ driver.Inline = (*proxy)(nil)
+)
 
 func (p *proxy) Spec() driver.Spec { return p.spec }
 
+// Inline is true: Execute returns once its ctx ends (it waits on channels
+// and its own timer, or runs a [Run.Call]'s function, which must), so the
+// driver runs it on the drive's goroutine, with no hand-off.
+func (p *proxy) Inline() bool { return true }
+
 // Execute hands the allowed call to the Ask waiting for it and returns what
-// the program reports. A call no Ask waits for (the rerun of a read-only
-// call interrupted before a restart, asked for by nobody now) and a result
-// not reported before ctx ends are interrupted calls: the driver recovers
-// them as it recovers a crash (a read-only call is tried once more, any
-// other waits for an operator).
+// the program reports, or runs a [Run.Call]'s function with it. A call
+// nobody waits for (the rerun of a read-only call interrupted before a
+// restart, asked for by nobody now) and a result not reported in time are
+// interrupted calls: the driver recovers them as it recovers a crash (a
+// read-only call is tried once more, any other waits for an operator).
+// Once the call is handed over, the drive stops after the step it settles
+// (see call.stop).
 func (p *proxy) Execute(ctx context.Context, args json.RawMessage) (string, error) {
 	at, _ := driver.CallOf(ctx)
 	c := p.g.current(at.Run)
@@ -47,6 +58,10 @@ func (p *proxy) Execute(ctx context.Context, args json.RawMessage) (string, erro
 		// Nobody waits for this allow (after a timeout, the rerun of a
 		// read-only call is not handed to a program that has moved on).
 		return "", fmt.Errorf("%w: no program waits to run step %d (%s)", driver.ErrInterrupted, at.Step, p.spec.Name)
+	}
+	defer c.finish()
+	if c.fn != nil {
+		return p.call(ctx, c, at.Step, args)
 	}
 	select {
 	case c.allowed <- allowed{step: at.Step, args: append([]byte(nil), args...)}:
@@ -68,12 +83,48 @@ func (p *proxy) Execute(ctx context.Context, args json.RawMessage) (string, erro
 	return "", fmt.Errorf("%w: no result reported for step %d (%s) within %s", driver.ErrInterrupted, at.Step, p.spec.Name, p.wait)
 }
 
-// call is one Ask in progress, and its allowed call until it is reported.
+// call runs c's function with the allowed arguments, here (on the drive's
+// goroutine, which is the caller's), under the tool's wait and the
+// caller's context. A result that comes after the wait is not taken: the
+// call is interrupted, as a result reported late is.
+func (p *proxy) call(ctx context.Context, c *call, step int, args json.RawMessage) (string, error) {
+	if err := c.ctx.Err(); err != nil {
+		// The caller gave up before the allow was stored: the call did
+		// not run.
+		return "", fmt.Errorf("not run: the program stopped asking for step %d (%s) before it was allowed: %w", step, p.spec.Name, err)
+	}
+	fctx, cancel := context.WithTimeout(ctx, p.wait)
+	defer cancel()
+	defer context.AfterFunc(c.ctx, cancel)()
+	c.ran = true
+	out, err := c.fn(fctx, args)
+	if fctx.Err() != nil && c.ctx.Err() == nil && ctx.Err() == nil {
+		close(c.late)
+		return "", fmt.Errorf("%w: no result for step %d (%s) within %s", driver.ErrInterrupted, step, p.spec.Name, p.wait)
+	}
+	return out, err
+}
+
+// call is one Ask or Call in progress, and its allowed call until it is
+// reported.
 type call struct {
 	tool   string
-	args   []byte // PolicyJSON, nil when the arguments do not check
+	args   []byte // PolicyJSON, nil when the arguments are not usable JSON
 	expect int    // the step the call is
 	dec    *driver.Decision
+
+	// fn and ctx, for a [Run.Call]: the function that runs the call and
+	// the caller's context. ran is set once fn is called (on the drive's
+	// goroutine, which is then the caller's).
+	fn  func(ctx context.Context, args json.RawMessage) (string, error)
+	ctx context.Context
+	ran bool
+
+	// stop is closed once the call is handed over (its result is in, or
+	// it timed out): the drive stops as soon as the step is settled,
+	// without asking the agent for the next decision.
+	stop     chan struct{}
+	stopOnce sync.Once
 
 	allowed   chan allowed
 	result    chan report
@@ -92,6 +143,8 @@ type report struct {
 	out string
 	err error
 }
+
+func (c *call) finish() { c.stopOnce.Do(func() { close(c.stop) }) }
 
 func (c *call) timedOut() bool {
 	select {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/arbiter-run/arbiter/driver"
 	"github.com/arbiter-run/arbiter/events"
+	"github.com/arbiter-run/arbiter/jsonform"
 	"github.com/arbiter-run/arbiter/projector"
 )
 
@@ -69,7 +70,7 @@ func (r *Run) Ask(ctx context.Context, tool string, args json.RawMessage) (Answe
 	if err != nil {
 		return Answer{}, err
 	}
-	go r.drive(c)
+	go func() { c.done <- r.drive(c) }()
 	select {
 	case a := <-c.allowed:
 		r.inflight = c
@@ -90,21 +91,76 @@ func (r *Run) Ask(ctx context.Context, tool string, args json.RawMessage) (Answe
 	}
 }
 
+// Call is [Run.Ask] and [Run.Report] in one, for a caller that runs the
+// call itself as soon as it is allowed (the gateway): when the call is
+// allowed (the write-ahead record stored), fn is called with the
+// arguments the gate allowed (Answer.Args of an Allow), on this goroutine,
+// and what it returns is recorded as Report records it. fn must return
+// once its ctx ends; its ctx ends with ctx or after the tool's timeout,
+// after which its result is not taken (the call is interrupted, and Call
+// returns [ErrLate]).
+//
+// The answer is Done with the observation recorded (fn ran; Answer.Ran is
+// set), Pending when the call waits for an operator (before it ran, or
+// because it was interrupted), or Deny: fn did not run. The errors are
+// Ask's and Report's; with Answer.Ran set, fn ran and its result may not
+// be recorded.
+func (r *Run) Call(ctx context.Context, tool string, args json.RawMessage, fn func(ctx context.Context, args json.RawMessage) (string, error)) (Answer, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.inflight != nil {
+		return Answer{}, fmt.Errorf("call %s on run %s: %w (step %d)", tool, r.ID(), ErrUnreported, r.inflight.expect)
+	}
+	if err := ctx.Err(); err != nil {
+		return Answer{}, fmt.Errorf("call %s on run %s: %w", tool, r.ID(), err)
+	}
+	c, err := r.plan(tool, args)
+	if err != nil {
+		return Answer{}, err
+	}
+	c.fn, c.ctx = fn, ctx
+	derr := r.drive(c)
+	r.g.unregister(r.ID(), c)
+	a, serr := r.settled(c, derr)
+	if !c.ran {
+		if err := ctx.Err(); err != nil && (serr == nil || errors.Is(serr, context.Canceled)) {
+			return Answer{}, fmt.Errorf("call %s on run %s: %w", tool, r.ID(), err)
+		}
+		return a, serr
+	}
+	a.Ran = true
+	switch {
+	case c.timedOut():
+		return a, fmt.Errorf("call %s, step %d on run %s: %w", tool, c.expect, r.ID(), ErrLate)
+	case serr != nil:
+		return Answer{Ran: true, Step: c.expect}, serr
+	case a.Verdict == Deny:
+		a.Verdict = Done
+	}
+	return a, nil
+}
+
 // plan sets up the call that asking tool with args is, on the run as it
 // stands.
-func (r *Run) plan(tool string, args json.RawMessage) (*call, error) {
-	v := r.r.View()
+func (r *Run) plan(tool string, args json.RawMessage) (c *call, err error) {
+	r.r.Peek(func(v *projector.View) { c, err = r.planOn(v, tool, args) })
+	return c, err
+}
+
+// planOn is plan on the run's own view, which it must not change or keep.
+func (r *Run) planOn(v *projector.View, tool string, args json.RawMessage) (*call, error) {
 	if v.Run.Status.Ended() {
 		return nil, &EndedError{Run: v.Run.ID, Status: v.Run.Status, Reason: v.Run.Reason, Detail: v.Run.Detail}
 	}
 	c := &call{
 		tool: tool, allowed: make(chan allowed), result: make(chan report),
 		late: make(chan struct{}), abandoned: make(chan struct{}), done: make(chan error, 1),
+		stop: make(chan struct{}),
 	}
-	if ct := r.g.tools[tool]; ct != nil {
-		if canon, err := ct.Check(args); err == nil {
-			c.args = canon
-		}
+	// Only to compare with what the run recorded (a pending approval, an
+	// allowed call): the driver checks the call against the schema itself.
+	if canon, err := jsonform.PolicyJSON(args); err == nil {
+		c.args = canon
 	}
 	same := func(t string, a []byte) bool { return c.args != nil && t == tool && bytes.Equal(a, c.args) }
 	last := v.Step(v.Steps.Len())
@@ -124,7 +180,7 @@ func (r *Run) plan(tool string, args json.RawMessage) (*call, error) {
 			if a == nil {
 				return nil, fmt.Errorf("ask %s on run %s: it waits with no open approval", tool, v.Run.ID)
 			}
-			return nil, &WaitingError{Run: v.Run.ID, Approval: *a}
+			return nil, &WaitingError{Run: v.Run.ID, Approval: copyApproval(a)}
 		}
 		c.expect = a.Step
 	case last != nil && last.Executing() && same(last.Decision.Tool, last.Policy.Args):
@@ -140,10 +196,11 @@ func (r *Run) plan(tool string, args json.RawMessage) (*call, error) {
 }
 
 // drive drives the run for c until the call's step is settled: the agent
-// hands over c's decision once, and the next time it is asked (the step
-// has its observation) the drive is cut there, before anything more is
-// recorded.
-func (r *Run) drive(c *call) {
+// hands over c's decision once, and the drive stops once the call is
+// handed over and its step settled (c.stop), or is cut the next time the
+// agent is asked (a step settled without running the call), before
+// anything more is recorded.
+func (r *Run) drive(c *call) error {
 	ctx, cancel := context.WithCancel(r.life)
 	defer cancel()
 	agent := driver.AgentFunc(func(ctx context.Context, in driver.StepInput) (driver.Decision, error) {
@@ -154,11 +211,14 @@ func (r *Run) drive(c *call) {
 		cancel()
 		return driver.Decision{}, ctx.Err()
 	})
-	err := r.g.d.Drive(ctx, r.r, agent)
-	if err != nil && ctx.Err() != nil && r.life.Err() == nil {
-		err = nil // cut by the agent, where the next decision would be asked
+	err := r.g.d.DriveUntil(ctx, r.r, agent, c.stop)
+	switch {
+	case errors.Is(err, driver.ErrStopped):
+		return nil // the call's step is settled
+	case err != nil && ctx.Err() != nil && r.life.Err() == nil:
+		return nil // cut by the agent, where the next decision would be asked
 	}
-	c.done <- err
+	return err
 }
 
 // settled turns the end of c's drive into the answer about c.
@@ -179,14 +239,24 @@ func (r *Run) settled(c *call, err error) (Answer, error) {
 	if err != nil {
 		return Answer{}, fmt.Errorf("ask %s on run %s: %w", c.tool, r.ID(), err)
 	}
-	v := r.r.View()
+	var (
+		a    Answer
+		serr error
+	)
+	r.r.Peek(func(v *projector.View) { a, serr = r.settledOn(v, c) })
+	return a, serr
+}
+
+// settledOn is the answer about c on the run's own view, which it must not
+// change or keep: what it hands out is copied.
+func (r *Run) settledOn(v *projector.View, c *call) (Answer, error) {
 	s := v.Step(c.expect)
 	if a := v.PendingApproval(); v.Run.Status == projector.Waiting && a != nil {
+		cp := copyApproval(a)
 		if s != nil && a.Step == s.N {
-			cp := *a
 			return Answer{Verdict: Pending, Step: s.N, Approval: &cp}, nil
 		}
-		return Answer{}, &WaitingError{Run: v.Run.ID, Approval: *a}
+		return Answer{}, &WaitingError{Run: v.Run.ID, Approval: cp}
 	}
 	if s != nil && s.Observation != nil {
 		o := *s.Observation
@@ -202,7 +272,7 @@ func (r *Run) settled(c *call, err error) (Answer, error) {
 }
 
 // recordedTimeout is the timeout the run recorded for tool.
-func recordedTimeout(v projector.View, tool string) time.Duration {
+func recordedTimeout(v *projector.View, tool string) time.Duration {
 	for _, t := range v.Run.Tools {
 		if t.Name == tool {
 			return time.Duration(t.TimeoutMS) * time.Millisecond
@@ -211,7 +281,7 @@ func recordedTimeout(v projector.View, tool string) time.Duration {
 	return 0
 }
 
-func endText(v projector.View) string {
+func endText(v *projector.View) string {
 	s := fmt.Sprintf("the run has ended (%s, %s)", v.Run.Status, v.Run.Reason)
 	if v.Run.Detail != "" {
 		s += ": " + v.Run.Detail

@@ -28,35 +28,30 @@ func (g *Gateway) handler(tool string) sdk.ToolHandler {
 		if err != nil {
 			return failed(fmt.Errorf("arbiter could not open this session's run: %w", err)), nil
 		}
-		a, err := g.ask(ctx, run, tool, args)
-		if err != nil {
+		// The upstream call runs inside the gate's call, on this
+		// goroutine, once its write-ahead allow is stored, with the
+		// arguments the gate allowed.
+		a, err := g.call(ctx, run, tool, args, g.tools[tool].Execute)
+		switch {
+		case err != nil && a.Ran:
+			return failed(fmt.Errorf("arbiter could not record the result: %w", err)), nil
+		case err != nil:
 			return refusal(run.ID(), err), nil
-		}
-		switch a.Verdict {
-		case gate.Deny:
-			return observed(a.Observation), nil
-		case gate.Pending:
+		case a.Verdict == gate.Pending:
 			return waiting(run.ID(), a), nil
 		}
-		out, xerr := g.tools[tool].Execute(ctx, a.Args)
-		done, err := run.Report(ctx, out, xerr)
-		switch {
-		case err != nil:
-			return failed(fmt.Errorf("arbiter could not record the result: %w", err)), nil
-		case done.Verdict == gate.Pending:
-			return waiting(run.ID(), done), nil
-		}
-		return observed(done.Observation), nil
+		return observed(a.Observation), nil
 	}
 }
 
-// ask asks the gate, and while the answer is pending asks again, every
-// Poll up to Wait: each ask takes in a decision an operator published.
-func (g *Gateway) ask(ctx context.Context, run *gate.Run, tool string, args json.RawMessage) (gate.Answer, error) {
+// call calls through the gate, and while the answer is pending (before the
+// call ran) calls again, every Poll up to Wait: each call takes in a
+// decision an operator published.
+func (g *Gateway) call(ctx context.Context, run *gate.Run, tool string, args json.RawMessage, fn func(context.Context, json.RawMessage) (string, error)) (gate.Answer, error) {
 	deadline := time.Now().Add(g.cfg.Wait)
 	for {
-		a, err := run.Ask(ctx, tool, args)
-		if err != nil || a.Verdict != gate.Pending {
+		a, err := run.Call(ctx, tool, args, fn)
+		if err != nil || a.Verdict != gate.Pending || a.Ran {
 			return a, err
 		}
 		left := time.Until(deadline)
