@@ -12,12 +12,15 @@ import (
 	"github.com/arbiter-run/arbiter/gate"
 )
 
-// BenchmarkAsk is one allowed call through the gate, asked and reported,
-// in one run of b.N calls, against the three fenced appends it records
-// (step.decided, step.policy, step.observed) made beside it on the same
-// server, alternating. It reports the medians and their ratio, and the
-// median of the last tenth of the calls against the first tenth (the cost
-// must not grow with the run).
+// BenchmarkAsk is one allowed read-only call through the gate, in one run
+// of b.N calls each way, two ways: asked and reported ([gate.Run.Ask],
+// then [gate.Run.Report], the program running the call between them) and
+// in one [gate.Run.Call] (the call run on the caller's goroutine, as the
+// gateway does), against the two fenced appends a call records
+// (step.decided carrying its allow, step.observed) made beside them on the
+// same server. Which goes first rotates, so all see the same load. It
+// reports the medians, their ratios, and the median of the last tenth of
+// the calls against the first tenth (the cost must not grow with the run).
 func BenchmarkAsk(b *testing.B) {
 	e := newEnvB(b)
 	e.cfg.Limits = events.Limits{MaxSteps: 1 << 30, MaxRepeats: 1 << 30}
@@ -26,37 +29,64 @@ func BenchmarkAsk(b *testing.B) {
 		b.Fatal(err)
 	}
 	ctx := context.Background()
-	r, err := g.Open(ctx, "bench", "program", nil)
+	asked, err := g.Open(ctx, "bench-ask", "program", nil)
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer r.Close()
+	defer asked.Close()
+	called, err := g.Open(ctx, "bench-call", "program", nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer called.Close()
 	tail := appendEvent(b, e.log, events.Tail{}, events.RunCreated, events.RunCreatedBody{Agent: "bench"})
-	var calls, threes []time.Duration
+	run := func(_ context.Context, _ json.RawMessage) (string, error) { return "ok", nil }
+	var asks, calls, twos []time.Duration
 	i := 0
 	for b.Loop() {
-		t0 := time.Now()
-		a, err := r.Ask(ctx, "read", json.RawMessage(fmt.Sprintf(`{"path":"%d"}`, i)))
-		if err != nil || a.Verdict != gate.Allow {
-			b.Fatalf("ask: %+v, %v", a, err)
+		args := json.RawMessage(fmt.Sprintf(`{"path":"%d"}`, i))
+		parts := []func(){
+			func() {
+				t0 := time.Now()
+				a, err := asked.Ask(ctx, "read", args)
+				if err != nil || a.Verdict != gate.Allow {
+					b.Fatalf("ask: %+v, %v", a, err)
+				}
+				if _, err := asked.Report(ctx, "ok", nil); err != nil {
+					b.Fatal(err)
+				}
+				asks = append(asks, time.Since(t0))
+			},
+			func() {
+				t0 := time.Now()
+				a, err := called.Call(ctx, "read", args, run)
+				if err != nil || a.Verdict != gate.Done {
+					b.Fatalf("call: %+v, %v", a, err)
+				}
+				calls = append(calls, time.Since(t0))
+			},
+			func() {
+				t0 := time.Now()
+				for range 2 {
+					tail = appendEvent(b, e.log, tail, events.StepObserved, events.ObservedBody{Step: 1, Kind: events.ObsResult, Content: "ok"})
+				}
+				twos = append(twos, time.Since(t0))
+			},
 		}
-		if _, err := r.Report(ctx, "ok", nil); err != nil {
-			b.Fatal(err)
+		for k := range parts {
+			parts[(i+k)%len(parts)]()
 		}
-		calls = append(calls, time.Since(t0))
-		t0 = time.Now()
-		for range 3 {
-			tail = appendEvent(b, e.log, tail, events.StepObserved, events.ObservedBody{Step: 1, Kind: events.ObsResult, Content: "ok"})
-		}
-		threes = append(threes, time.Since(t0))
 		i++
 	}
-	c, a := median(calls), median(threes)
+	ak, c, a := median(asks), median(calls), median(twos)
+	b.ReportMetric(float64(ak.Microseconds()), "ask-p50-µs")
 	b.ReportMetric(float64(c.Microseconds()), "call-p50-µs")
-	b.ReportMetric(float64(a.Microseconds()), "3appends-p50-µs")
-	b.ReportMetric(float64(c)/float64(a), "call/3appends")
+	b.ReportMetric(float64(a.Microseconds()), "2appends-p50-µs")
+	b.ReportMetric(float64(ak)/float64(a), "ask/2appends")
+	b.ReportMetric(float64(c)/float64(a), "call/2appends")
 	if n := len(calls) / 10; n >= 10 {
-		b.ReportMetric(float64(median(calls[len(calls)-n:]))/float64(median(calls[:n])), "last/first-tenth")
+		b.ReportMetric(float64(median(asks[len(asks)-n:]))/float64(median(asks[:n])), "ask-last/first-tenth")
+		b.ReportMetric(float64(median(calls[len(calls)-n:]))/float64(median(calls[:n])), "call-last/first-tenth")
 	}
 }
 

@@ -126,6 +126,7 @@ type call struct {
 	stop     chan struct{}
 	stopOnce sync.Once
 
+	// allowed, result, abandoned and done are an Ask's (nil for a Call).
 	allowed   chan allowed
 	result    chan report
 	late      chan struct{} // closed by the proxy when its wait timed out

@@ -70,6 +70,9 @@ func (r *Run) Ask(ctx context.Context, tool string, args json.RawMessage) (Answe
 	if err != nil {
 		return Answer{}, err
 	}
+	// The program runs the call between Ask and Report, so the drive,
+	// which waits in the proxy meanwhile, has a goroutine of its own.
+	c.allowed, c.result, c.abandoned, c.done = make(chan allowed), make(chan report), make(chan struct{}), make(chan error, 1)
 	go func() { c.done <- r.drive(c) }()
 	select {
 	case a := <-c.allowed:
@@ -152,11 +155,7 @@ func (r *Run) planOn(v *projector.View, tool string, args json.RawMessage) (*cal
 	if v.Run.Status.Ended() {
 		return nil, &EndedError{Run: v.Run.ID, Status: v.Run.Status, Reason: v.Run.Reason, Detail: v.Run.Detail}
 	}
-	c := &call{
-		tool: tool, allowed: make(chan allowed), result: make(chan report),
-		late: make(chan struct{}), abandoned: make(chan struct{}), done: make(chan error, 1),
-		stop: make(chan struct{}),
-	}
+	c := &call{tool: tool, late: make(chan struct{}), stop: make(chan struct{})}
 	// Only to compare with what the run recorded (a pending approval, an
 	// allowed call): the driver checks the call against the schema itself.
 	if canon, err := jsonform.PolicyJSON(args); err == nil {
