@@ -90,6 +90,71 @@ func BenchmarkAsk(b *testing.B) {
 	}
 }
 
+// BenchmarkCallAfterIdle is [gate.Run.Call] as the gateway makes it: the
+// process idle before the call (the host's request on its way) and while
+// the call runs (the upstream server working), here a sleep of idle each
+// time. It times the call without its function, against two fenced
+// appends each made after the same idle: what a call's two appends cost
+// in a process that was waiting ("cold"), with the call's own work beside
+// them. The sleeps are not timed.
+func BenchmarkCallAfterIdle(b *testing.B) {
+	const idle = 300 * time.Microsecond
+	e := newEnvB(b)
+	e.cfg.Limits = events.Limits{MaxSteps: 1 << 30, MaxRepeats: 1 << 30}
+	g, err := gate.New(e.cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	called, err := g.Open(ctx, "bench-call", "program", nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer called.Close()
+	tail := appendEvent(b, e.log, events.Tail{}, events.RunCreated, events.RunCreatedBody{Agent: "bench"})
+	var ran time.Duration
+	run := func(_ context.Context, _ json.RawMessage) (string, error) {
+		t0 := time.Now()
+		time.Sleep(idle)
+		ran = time.Since(t0)
+		return "ok", nil
+	}
+	var calls, twos []time.Duration
+	i := 0
+	for b.Loop() {
+		args := json.RawMessage(fmt.Sprintf(`{"path":"%d"}`, i))
+		parts := []func(){
+			func() {
+				time.Sleep(idle)
+				t0 := time.Now()
+				a, err := called.Call(ctx, "read", args, run)
+				if err != nil || a.Verdict != gate.Done {
+					b.Fatalf("call: %+v, %v", a, err)
+				}
+				calls = append(calls, time.Since(t0)-ran)
+			},
+			func() {
+				var d time.Duration
+				for range 2 {
+					time.Sleep(idle)
+					t0 := time.Now()
+					tail = appendEvent(b, e.log, tail, events.StepObserved, events.ObservedBody{Step: 1, Kind: events.ObsResult, Content: "ok"})
+					d += time.Since(t0)
+				}
+				twos = append(twos, d)
+			},
+		}
+		for k := range parts {
+			parts[(i+k)%len(parts)]()
+		}
+		i++
+	}
+	c, a := median(calls), median(twos)
+	b.ReportMetric(float64(c.Microseconds()), "call-p50-µs")
+	b.ReportMetric(float64(a.Microseconds()), "2cold-appends-p50-µs")
+	b.ReportMetric(float64(c)/float64(a), "call/2cold-appends")
+}
+
 func appendEvent(b *testing.B, log *events.Log, tail events.Tail, k events.Kind, body any) events.Tail {
 	ev, err := events.New("bench-appends", k, body)
 	if err != nil {
