@@ -336,6 +336,28 @@ func TestGate_ReportedErrors(t *testing.T) {
 	}
 }
 
+// A read-only call reported interrupted is tried once more by recovery,
+// which no program waits for (the program is in Report): it is recorded
+// as a tool error at once, not after the tool's timeout.
+func TestGate_InterruptedReadReportedIsAToolErrorAtOnce(t *testing.T) {
+	e := newEnv(t)
+	e.cfg.Tools[0].Timeout = 2 * time.Second // read
+	r := open(t, e.gate(t), "interrupted-read")
+	ask(t, r, "read", `{"path":"a"}`, gate.Allow)
+	a, err := r.Report(t.Context(), "", fmt.Errorf("server died: %w", driver.ErrInterrupted))
+	if err != nil || a.Verdict != gate.Done {
+		t.Fatalf("report: got %+v, %v; want done", a, err)
+	}
+	// Waiting out the timeout would end the rerun with the deadline's
+	// error instead.
+	if a.Observation == nil || a.Observation.Kind != events.ObsToolError || !strings.Contains(a.Observation.Content, "no program waits") {
+		t.Fatalf("interrupted read: got %+v, want a tool_error saying no program waits", a.Observation)
+	}
+	if n := count(kinds(t, e.log, "interrupted-read"), events.StepInterrupted); n != 1 {
+		t.Fatalf("interruptions: %d, want 1 (the rerun)", n)
+	}
+}
+
 func TestGate_AskWithAnEndedContextRecordsNothing(t *testing.T) {
 	e := newEnv(t)
 	r := open(t, e.gate(t), "gaveup")

@@ -54,9 +54,11 @@ func (p *proxy) Inline() bool { return true }
 func (p *proxy) Execute(ctx context.Context, args json.RawMessage) (string, error) {
 	at, _ := driver.CallOf(ctx)
 	c := p.g.current(at.Run)
-	if c == nil || !c.wants(p.spec.Name, args, at.Step) || c.timedOut() {
-		// Nobody waits for this allow (after a timeout, the rerun of a
-		// read-only call is not handed to a program that has moved on).
+	if c == nil || !c.wants(p.spec.Name, args, at.Step) || c.timedOut() || c.handed {
+		// Nobody waits for this allow: after a timeout, or once the call
+		// was handed to an Ask (whose program reported it interrupted),
+		// the rerun of a read-only call is not handed to a program that
+		// has moved on.
 		return "", fmt.Errorf("%w: no program waits to run step %d (%s)", driver.ErrInterrupted, at.Step, p.spec.Name)
 	}
 	defer c.finish()
@@ -65,6 +67,7 @@ func (p *proxy) Execute(ctx context.Context, args json.RawMessage) (string, erro
 	}
 	select {
 	case c.allowed <- allowed{step: at.Step, args: append([]byte(nil), args...)}:
+		c.handed = true
 	case <-c.abandoned:
 		// The allow never reached the program, so the call did not run.
 		return "", fmt.Errorf("not run: the program stopped asking for step %d (%s) before it was allowed", at.Step, p.spec.Name)
@@ -132,6 +135,7 @@ type call struct {
 	late      chan struct{} // closed by the proxy when its wait timed out
 	abandoned chan struct{} // closed when the Ask gave up before the allow
 	decided   bool          // the agent handed dec to the driver (drive goroutine only)
+	handed    bool          // the proxy handed the allow to the Ask (drive goroutine only)
 	done      chan error    // the drive's end
 }
 
