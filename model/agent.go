@@ -171,7 +171,10 @@ func (a *Agent) ask(ctx context.Context, in driver.StepInput, c conversation) (e
 			if !a.cfg.OverBudget.Approve {
 				return events.ModelReplyBody{}, &driver.EndError{Reason: events.ReasonBudgetExceeded, Detail: why}
 			}
-			return events.ModelReplyBody{}, a.pause(ctx, in, events.BudgetBody{Call: call, Attempt: n, Limit: at.Limit, Used: used, Reserve: reserve, Over: why})
+			// A grant not enough for this attempt (the config changed
+			// since it was asked for) is superseded by the new request.
+			why = over(limit, used, reserve)
+			return events.ModelReplyBody{}, a.pause(ctx, in, events.BudgetBody{Call: call, Attempt: n, Limit: limit, Used: used, Reserve: reserve, Over: why})
 		}
 		if err := in.Record(ctx, events.ModelAttempted, at); err != nil {
 			return events.ModelReplyBody{}, err
