@@ -237,3 +237,43 @@ func TestAgent_BudgetGrantForgedOrReusedIsRefused(t *testing.T) {
 		}
 	})
 }
+
+// TestAgent_BudgetGrantInASnapshotIsNotBelieved: a snapshot that says the
+// budget approval was granted (forged, or stale) is folded from the
+// events again before the grant is used: with no grant on the log the run
+// keeps waiting and the model is not asked; once an operator grants it,
+// a worker loading the same snapshot checks the grant and goes on.
+func TestAgent_BudgetGrantInASnapshotIsNotBelieved(t *testing.T) {
+	forEachWire(t, func(t *testing.T, w wire) {
+		h := overBudget(t, w, nil)
+		waitsOnBudget(t, h.run("r1", "hi"), "budget-1")
+		r, err := h.d.Load(t.Context(), "r1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		snap, at := r.View(), r.Tail()
+		a := snap.Approval("budget-1")
+		a.State, a.Decision, a.DecisionEvent = projector.Granted, &events.DecisionBody{Approval: a.ID, Hash: a.Hash, Decision: events.Grant}, "forged"
+
+		fromSnap := func() projector.View {
+			t.Helper()
+			r, err := h.d.LoadFrom(t.Context(), "r1", snap, at)
+			if err != nil {
+				t.Fatalf("load from snapshot: %v", err)
+			}
+			if err := h.d.Drive(t.Context(), r, h.agent); err != nil {
+				t.Fatalf("drive: %v", err)
+			}
+			return h.view("r1")
+		}
+		waitsOnBudget(t, fromSnap(), "budget-1")
+		if n := len(h.srv.Requests()); n != 1 {
+			t.Fatalf("%d requests on a forged grant, want 1", n)
+		}
+		grant(t, h, "r1")
+		wantEnd(t, fromSnap(), projector.Completed, events.ReasonCompleted)
+		if n := len(h.srv.Requests()); n != 2 {
+			t.Errorf("%d requests, want 2", n)
+		}
+	})
+}
