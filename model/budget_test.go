@@ -4,10 +4,12 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/arbiter-run/arbiter/approvals"
+	"github.com/arbiter-run/arbiter/driver"
 	"github.com/arbiter-run/arbiter/events"
 	"github.com/arbiter-run/arbiter/model"
 	"github.com/arbiter-run/arbiter/policy"
@@ -155,20 +157,40 @@ func TestAgent_BudgetApprovalDeniedEndsTheRun(t *testing.T) {
 }
 
 // TestAgent_BudgetApprovalExpires: an approval nobody decides before its
-// expiry ends the run budget_exceeded once a worker looks after it.
+// expiry ends the run budget_exceeded once a worker looks after it; a
+// worker looking before it leaves the run waiting. The worker's clock is
+// set, not slept on.
 func TestAgent_BudgetApprovalExpires(t *testing.T) {
 	forEachWire(t, func(t *testing.T, w wire) {
-		h := overBudget(t, w, func(c *model.Config) { c.OverBudget.Expires = 50 * time.Millisecond })
+		h := overBudget(t, w, func(c *model.Config) { c.OverBudget.Expires = time.Hour })
 		a := waitsOnBudget(t, h.run("r1", "hi"), "budget-1")
-		if a.ExpiresAt == nil {
-			t.Fatal("the approval has no expiry")
+		if a.ExpiresAt == nil || a.ExpiresAt.Before(time.Now().Add(50*time.Minute)) {
+			t.Fatalf("the approval expires at %v, want in an hour", a.ExpiresAt)
 		}
-		// Before the expiry, a worker looking leaves it waiting.
-		if v := h.drive("r1"); v.Run.Status != projector.Waiting {
-			t.Fatalf("before the expiry: run %s %s", v.Run.Status, v.Run.Reason)
+		var now atomic.Pointer[time.Time]
+		at := time.Now()
+		now.Store(&at)
+		_, ops := operator(t)
+		d, err := driver.New(driver.Config{Log: h.log, Policy: policy.WithID(policy.DefaultSideEffects(), "side-effects default"),
+			Tools: []driver.Tool{h.read, h.send}, Operators: ops, Now: func() time.Time { return *now.Load() }})
+		if err != nil {
+			t.Fatal(err)
 		}
-		time.Sleep(time.Until(*a.ExpiresAt) + 10*time.Millisecond)
-		v := h.drive("r1")
+		drive := func() projector.View {
+			t.Helper()
+			r, err := d.Load(t.Context(), "r1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := d.Drive(t.Context(), r, h.agent); err != nil {
+				t.Fatal(err)
+			}
+			return r.View()
+		}
+		waitsOnBudget(t, drive(), "budget-1")
+		later := a.ExpiresAt.Add(time.Second)
+		now.Store(&later)
+		v := drive()
 		wantEnd(t, v, projector.Failed, events.ReasonBudgetExceeded)
 		if got := v.Approval("budget-1"); got.State != projector.Expired || !strings.Contains(v.Run.Detail, "expired") {
 			t.Errorf("approval %s, detail %q: want expired", got.State, v.Run.Detail)
