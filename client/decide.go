@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -132,6 +133,12 @@ func (c *Client) Approvals(ctx context.Context) ([]Waiting, error) {
 	if err != nil {
 		return nil, err
 	}
+	// A run over its model budget waits on an approval of its own kind.
+	budgets, err := c.runsWith(ctx, events.ApprovalBudget)
+	if err != nil {
+		return nil, err
+	}
+	ids = slices.Compact(slices.Sorted(slices.Values(append(ids, budgets...))))
 	var out []Waiting
 	for _, id := range ids {
 		v, err := c.View(ctx, id)

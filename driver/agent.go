@@ -47,7 +47,14 @@ var AgentEndReasons = []string{events.ReasonAgentError, events.ReasonBudgetExcee
 // that is not a model call's.
 var ErrNotModelEvent = errors.New("agents record only model events")
 
-// Recorder appends one model event (see [events.Kind.Model]) to the run
+// ErrWaiting is what an agent returns (wrapped) once it recorded an
+// approval of its own ([events.ApprovalBudget]): the run waits for an
+// operator, and the driver records nothing for the step. An agent that
+// returns it without having made the run wait ends the run agent_error.
+var ErrWaiting = errors.New("the agent made the run wait for an operator")
+
+// Recorder appends one model event or budget approval (see
+// [events.Kind.Agent]) to the run
 // the agent decides for, fenced on its tail, and folds it into the
 // driver's view of it. An error wrapping [events.ErrConflict] means
 // another writer moved the run: the agent must return at once, and the

@@ -180,6 +180,10 @@ type Run struct {
 	agent  Agent
 	spec   *foreseen
 	specAt events.Tail
+	// checkedGrant is the decision event of the budget grant r waits on
+	// once this driver checked it (see settle): the agent is asked next,
+	// and its attempt uses the grant.
+	checkedGrant string
 }
 
 // ID is the run's id.
@@ -445,7 +449,12 @@ func (d *Driver) SetHooks(before func(events.Kind, any), after func(events.Kind,
 // NeedsAgent reports whether driving r now would ask the agent for a
 // decision: a worker without r's agent can still settle its approvals and
 // recover its calls, but not move it on.
-func (d *Driver) NeedsAgent(r *Run) bool { return d.asksAgentNext(&r.view) }
+//
+// A run waiting on a granted budget approval needs the agent too: its
+// next attempt uses the grant.
+func (d *Driver) NeedsAgent(r *Run) bool {
+	return d.asksAgentNext(&r.view) || r.view.BudgetGrant() != nil
+}
 
 // Fail ends r as failed with reason and detail, one fenced append: for a
 // run nobody can drive (its agent is offered by no worker, say).

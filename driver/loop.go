@@ -79,7 +79,7 @@ func (d *Driver) advance(ctx context.Context, r *Run, agent Agent) (bool, error)
 		// take it from the events, not from a snapshot.
 		return true, d.verify(ctx, r)
 	}
-	if v.Run.Status == projector.Waiting {
+	if v.Run.Status == projector.Waiting && !budgetGrantChecked(r) {
 		return d.settle(ctx, r)
 	}
 	if last := v.Step(v.Steps.Len()); last != nil {
@@ -121,6 +121,9 @@ func (d *Driver) advance(ctx context.Context, r *Run, agent Agent) (bool, error)
 			// The run moved under the agent, or the log is gone: nothing
 			// may be recorded for it on this tail.
 			return false, rec.err
+		}
+		if v.Run.Status == projector.Waiting {
+			return d.agentWaits(ctx, r, err)
 		}
 		if err != nil {
 			if ctx.Err() != nil {
@@ -297,7 +300,7 @@ func (d *Driver) decide(ctx context.Context, r *Run, agent Agent) (Decision, err
 	r.next = nil
 	var recErr error
 	in.Record = func(ctx context.Context, k events.Kind, body any) error {
-		if !k.Model() {
+		if !k.Agent() {
 			return fmt.Errorf("record %s: %w", k, ErrNotModelEvent)
 		}
 		if err := d.append(ctx, r, r.ID(), k, body); err != nil {

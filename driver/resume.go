@@ -33,6 +33,9 @@ func (d *Driver) settle(ctx context.Context, r *Run) (bool, error) {
 				Approval: a.ID, Event: a.DecisionEvent, Operator: a.Decision.Operator, Reason: err.Error(),
 			})
 		}
+		if a.Kind == events.BudgetApproval {
+			return d.settleBudget(ctx, r, a)
+		}
 		if a.State == projector.Denied {
 			return true, d.append(ctx, r, r.ID(), events.RunCancelled, events.EndBody{
 				Reason: events.ReasonApprovalDenied, Detail: fmt.Sprintf("%s denied by %s: %s", a.ID, d.cfg.Operators[a.Decision.Operator], a.Decision.Reason),

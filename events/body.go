@@ -414,6 +414,14 @@ type ModelAttemptBody struct {
 	Model      string     `json:"model"`
 	Reserve    ModelUsage `json:"reserve"`
 	SideEffect string     `json:"side_effect"`
+	// Limit is the budget the attempt was checked against (the agent's
+	// configured budget plus the raises granted so far, this attempt's
+	// included); zero: no budget.
+	Limit ModelUsage `json:"limit,omitzero"`
+	// Grant names the granted budget approval ([ApprovalBudget]) whose
+	// raise this attempt is the first to use: recording the attempt
+	// consumes the grant.
+	Grant string `json:"grant,omitempty"`
 }
 
 // ModelToolCall is one tool call of a model's reply; Args holds the

@@ -63,6 +63,13 @@ const (
 	// ModelFailed records an attempt that got no usable reply.
 	// Body: [ModelFailBody].
 	ModelFailed Kind = "model.failed"
+	// ApprovalBudget records that a run's next model call would pass its
+	// budget and that the run waits for an operator to raise it: an
+	// approval of kind [BudgetApproval], of no step. The agent records it,
+	// through the driver's recorder, in place of the attempt. A grant is
+	// used by the attempt that names it ([ModelAttemptBody.Grant]); a
+	// denial or an expiry ends the run budget_exceeded. Body: [BudgetBody].
+	ApprovalBudget Kind = "approval.budget"
 )
 
 // Kinds lists every kind, in the order above.
@@ -70,7 +77,7 @@ var Kinds = []Kind{
 	RunCreated, RunTools, StepDecided, StepPolicy, StepObserved, StepInterrupted,
 	ApprovalRequested, ApprovalGranted, ApprovalDenied, ApprovalExpired, ApprovalRefused,
 	RunFinished, RunFailed, RunCancelled,
-	ModelAttempted, ModelReplied, ModelFailed,
+	ModelAttempted, ModelReplied, ModelFailed, ApprovalBudget,
 }
 
 // Valid reports whether k is one of [Kinds].
@@ -93,6 +100,10 @@ func (k Kind) Terminal() bool {
 func (k Kind) Model() bool {
 	return k == ModelAttempted || k == ModelReplied || k == ModelFailed
 }
+
+// Agent reports whether an agent may record k through the driver's
+// recorder: a model call's kinds and [ApprovalBudget].
+func (k Kind) Agent() bool { return k.Model() || k == ApprovalBudget }
 
 func (k Kind) check() error {
 	if !k.Valid() {

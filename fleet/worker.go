@@ -292,9 +292,10 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, stop <-chan stru
 	}
 	w.markStalled(run, false)
 	w.keep(ctx, r)
-	if r.View().Run.Status == projector.Running {
-		// Stopped where a decision is needed and this worker has no agent
-		// for the run: leave it to one that has.
+	if r.View().Run.Status == projector.Running || w.d.NeedsAgent(r) {
+		// Stopped where a decision is needed (or a budget grant is to be
+		// used) and this worker has no agent for the run: leave it to one
+		// that has.
 		_ = msg.NakWithDelay(5 * time.Second)
 		return
 	}

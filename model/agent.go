@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/arbiter-run/arbiter/approvals"
 	"github.com/arbiter-run/arbiter/driver"
 	"github.com/arbiter-run/arbiter/events"
+	"github.com/arbiter-run/arbiter/projector"
 	"github.com/arbiter-run/arbiter/render"
 )
 
@@ -77,6 +79,9 @@ func (a *Agent) Decide(ctx context.Context, in driver.StepInput) (driver.Decisio
 	}
 	c := a.conversation(in)
 	reply, err := a.ask(ctx, in, c)
+	if errors.Is(err, driver.ErrWaiting) {
+		a.convs.put(in.Run.ID, c)
+	}
 	if err != nil {
 		return driver.Decision{}, err
 	}
@@ -85,6 +90,20 @@ func (a *Agent) Decide(ctx context.Context, in driver.StepInput) (driver.Decisio
 		a.convs.put(in.Run.ID, c)
 	}
 	return dec, err
+}
+
+// budgetGrant is the granted budget approval the run waits on, which the
+// next attempt uses, or nil.
+func budgetGrant(in driver.StepInput) *projector.Approval {
+	if in.Run.Status != projector.Waiting {
+		return nil
+	}
+	for i := len(in.Approvals) - 1; i >= 0; i-- {
+		if a := &in.Approvals[i]; a.Kind == events.BudgetApproval && a.State == projector.Granted {
+			return a
+		}
+	}
+	return nil
 }
 
 // decide is the k-th decision a recorded reply makes (from 0): its k-th
@@ -136,19 +155,31 @@ func inputText(raw json.RawMessage) string {
 func (a *Agent) ask(ctx context.Context, in driver.StepInput, c conversation) (events.ModelReplyBody, error) {
 	tools := offered(in.Tools, a.cfg.Tools)
 	used := in.Model.Charged()
-	limit := a.cfg.Budget.limit()
+	limit := a.cfg.Budget.limit().Raised(in.Model.Raised)
+	grant := budgetGrant(in)
 	call, n := in.Model.Replies+1, in.Model.Attempts
 	var last error
 	for try := 0; try <= a.cfg.Retries; try++ {
 		n++
 		reserve := a.reserve(c, tools)
-		if why := over(limit, used, reserve); why != "" {
-			return events.ModelReplyBody{}, &driver.EndError{Reason: events.ReasonBudgetExceeded, Detail: why}
-		}
 		at := events.ModelAttemptBody{Call: call, Attempt: n, Provider: a.cfg.Provider, Model: a.cfg.Model, Reserve: reserve, SideEffect: events.SideEffectNone}
+		at.Limit = limit
+		if grant != nil {
+			at.Limit, at.Grant = limit.Raised(grant.Raise), grant.ID
+		}
+		if why := over(at.Limit, used, reserve); why != "" {
+			if !a.cfg.OverBudget.Approve {
+				return events.ModelReplyBody{}, &driver.EndError{Reason: events.ReasonBudgetExceeded, Detail: why}
+			}
+			// A grant not enough for this attempt (the config changed
+			// since it was asked for) is superseded by the new request.
+			why = over(limit, used, reserve)
+			return events.ModelReplyBody{}, a.pause(ctx, in, events.BudgetBody{Call: call, Attempt: n, Limit: limit, Used: used, Reserve: reserve, Over: why})
+		}
 		if err := in.Record(ctx, events.ModelAttempted, at); err != nil {
 			return events.ModelReplyBody{}, err
 		}
+		limit, grant = at.Limit, nil
 		start := time.Now()
 		actx, cancel := context.WithTimeout(ctx, a.cfg.Timeout)
 		reply, err := a.p.send(actx, c, tools)
@@ -192,6 +223,54 @@ func (a *Agent) ask(ctx context.Context, in driver.StepInput, c conversation) (e
 		}
 	}
 	return events.ModelReplyBody{}, fmt.Errorf("%w (%d attempts of %s %s): %w", ErrRetries, a.cfg.Retries+1, a.cfg.Provider, a.cfg.Model, last)
+}
+
+// pause records a budget approval for the attempt b names, raising each
+// limit it passes by the configured raise (at least what it lacks), and
+// returns the error that tells the driver the run waits.
+func (a *Agent) pause(ctx context.Context, in driver.StepInput, b events.BudgetBody) error {
+	b.Raise = a.raise(b.Limit, b.Used.Add(b.Reserve))
+	n := 1
+	for _, ap := range in.Approvals {
+		if ap.Kind == events.BudgetApproval {
+			n++
+		}
+	}
+	b.Approval = events.ApprovalRequest{ID: fmt.Sprintf("budget-%d", n), Reason: "model budget: " + b.Over}
+	if ttl := a.cfg.OverBudget.Expires; ttl > 0 {
+		at := time.Now().Add(ttl).UTC()
+		b.Approval.ExpiresAt = &at
+	}
+	b, err := approvals.Budget(b)
+	if err != nil {
+		return err
+	}
+	if err := in.Record(ctx, events.ApprovalBudget, b); err != nil {
+		return err
+	}
+	return fmt.Errorf("%w: approval %s: %s", driver.ErrWaiting, b.Approval.ID, b.Over)
+}
+
+// raise is what a grant adds for an attempt that would bring the run to
+// want: for each limit want passes, the configured raise (or the budget's
+// own value), and at least the shortfall.
+func (a *Agent) raise(limit, want events.ModelUsage) events.ModelUsage {
+	step, base := a.cfg.OverBudget.Raise.limit(), a.cfg.Budget.limit()
+	pick := func(l, w, s, b int64) int64 {
+		if l <= 0 || w <= l {
+			return 0
+		}
+		if s <= 0 {
+			s = b
+		}
+		return max(s, w-l)
+	}
+	return events.ModelUsage{
+		Calls:        int(pick(int64(limit.Calls), int64(want.Calls), int64(step.Calls), int64(base.Calls))),
+		InputTokens:  pick(limit.InputTokens, want.InputTokens, step.InputTokens, base.InputTokens),
+		OutputTokens: pick(limit.OutputTokens, want.OutputTokens, step.OutputTokens, base.OutputTokens),
+		SpendNanoUSD: pick(limit.SpendNanoUSD, want.SpendNanoUSD, step.SpendNanoUSD, base.SpendNanoUSD),
+	}
 }
 
 // recordReply records reply; one too large for the log is recorded

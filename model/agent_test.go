@@ -361,6 +361,9 @@ func TestConfig_Validate(t *testing.T) {
 		{"model", model.Config{Provider: model.OpenAI}, "no model"},
 		{"spend with no price", model.Config{Provider: model.OpenAI, Model: "m", Budget: model.Budget{SpendUSD: 1}, Prices: map[string]model.Price{"other": {}}}, `no price for model "m"`},
 		{"negative budget", model.Config{Provider: model.Anthropic, Model: "m", Budget: model.Budget{Calls: -1}}, "negative"},
+		{"negative raise", model.Config{Provider: model.OpenAI, Model: "m", Budget: model.Budget{Calls: 2}, OverBudget: model.OverBudget{Approve: true, Raise: model.Budget{OutputTokens: -5}}}, "over_budget: a raise or the expiry is negative"},
+		{"negative expiry", model.Config{Provider: model.OpenAI, Model: "m", Budget: model.Budget{Calls: 2}, OverBudget: model.OverBudget{Approve: true, Expires: -time.Second}}, "over_budget: a raise or the expiry is negative"},
+		{"approval with no budget", model.Config{Provider: model.OpenAI, Model: "m", OverBudget: model.OverBudget{Approve: true}}, "no budget to pass"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -391,6 +394,15 @@ func TestFile_Config(t *testing.T) {
 	if c.APIKey != "secret" || c.Timeout != 5*time.Second || c.MaxTokens != 1024 || c.Budget.SpendUSD != 1 {
 		t.Errorf("config %+v", c)
 	}
+	over := good
+	over.OverBudget = model.FileOverBudget{Approve: true, Raise: model.FileBudget{SpendUSD: 0.25}, Expires: "1h"}
+	c, err = over.Config(getenv, tools)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (model.OverBudget{Approve: true, Raise: model.Budget{SpendUSD: 0.25}, Expires: time.Hour}); c.OverBudget != want {
+		t.Errorf("over budget %+v, want %+v", c.OverBudget, want)
+	}
 	cases := []struct {
 		name string
 		edit func(f *model.File)
@@ -400,6 +412,7 @@ func TestFile_Config(t *testing.T) {
 		{"unknown tool", func(f *model.File) { f.Tools = []string{"rm"} }, `no tool named "rm"`},
 		{"bad duration", func(f *model.File) { f.Backoff = "soon" }, `backoff "soon"`},
 		{"spend with no price", func(f *model.File) { f.Prices = nil }, "no price"},
+		{"bad approval expiry", func(f *model.File) { f.OverBudget = model.FileOverBudget{Approve: true, Expires: "later"} }, `over_budget.expires "later"`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

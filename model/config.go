@@ -56,6 +56,9 @@ type Config struct {
 	MaxRetryAfter time.Duration
 	// Budget of each run the agent drives; a zero field is no limit.
 	Budget Budget
+	// OverBudget says what a run does when its next attempt would pass
+	// Budget. The zero value ends it budget_exceeded.
+	OverBudget OverBudget
 	// Prices of models in US dollars per million tokens, by model name.
 	// A spend budget needs the price of Model.
 	Prices map[string]Price
@@ -76,6 +79,25 @@ type Budget struct {
 	OutputTokens int64
 	// SpendUSD is in US dollars.
 	SpendUSD float64
+}
+
+// OverBudget is what a run does when its next attempt would pass its
+// budget.
+type OverBudget struct {
+	// Approve pauses the run on an approval of kind budget
+	// (events.ApprovalBudget) instead of ending it: a grant raises each
+	// limit the attempt passes (see Raise) and the attempt is made; a
+	// denial or an expiry ends the run budget_exceeded. False: the run
+	// ends budget_exceeded at once.
+	Approve bool
+	// Raise is what one grant adds to each limit the attempt passes (and
+	// to no other): for each such limit, this field, or, when it is
+	// zero, the budget's own value (a grant allows as much again), and in
+	// any case at least what the attempt lacks.
+	Raise Budget
+	// Expires is how long the approval waits for a decision, by the
+	// agent's clock; zero: it does not expire.
+	Expires time.Duration
 }
 
 // Price is what a model costs, in US dollars per million tokens.
@@ -105,6 +127,12 @@ func (c *Config) Validate() error {
 		if p.Input < 0 || p.Output < 0 || math.IsNaN(p.Input) || math.IsNaN(p.Output) {
 			return fmt.Errorf("%w: price of %q is not a number of dollars: %+v", ErrConfig, m, p)
 		}
+	}
+	if o := c.OverBudget; o.Raise.Calls < 0 || o.Raise.InputTokens < 0 || o.Raise.OutputTokens < 0 || o.Raise.SpendUSD < 0 || math.IsNaN(o.Raise.SpendUSD) || o.Expires < 0 {
+		return fmt.Errorf("%w: over_budget: a raise or the expiry is negative: %+v", ErrConfig, o)
+	}
+	if c.OverBudget.Approve && c.Budget == (Budget{}) {
+		return fmt.Errorf("%w: over_budget asks for an approval, but there is no budget to pass", ErrConfig)
 	}
 	if _, ok := c.Prices[c.Model]; c.Budget.SpendUSD > 0 && !ok {
 		return fmt.Errorf("%w: a spend budget of $%g with no price for model %q (prices: %s)", ErrConfig, c.Budget.SpendUSD, c.Model, priceNames(c.Prices))

@@ -26,6 +26,7 @@ type File struct {
 	MaxRetryAfter string           `yaml:"max_retry_after"`
 	MaxResponse   int              `yaml:"max_response"`
 	Budget        FileBudget       `yaml:"budget"`
+	OverBudget    FileOverBudget   `yaml:"over_budget"`
 	Prices        map[string]Price `yaml:"prices"`
 }
 
@@ -37,6 +38,15 @@ type FileBudget struct {
 	SpendUSD     float64 `yaml:"spend_usd"`
 }
 
+// FileOverBudget is [OverBudget] in the file: approve: true pauses a run
+// over its budget on an approval of kind budget; raise is what a grant
+// adds to each limit passed; expires is a duration ("1h").
+type FileOverBudget struct {
+	Approve bool       `yaml:"approve"`
+	Raise   FileBudget `yaml:"raise"`
+	Expires string     `yaml:"expires"`
+}
+
 // Config turns f into a checked [Config]: getenv reads the API key, and
 // tools are the names of the tools the worker has, which every tool f
 // offers must be one of. Errors wrap [ErrConfig] and name the field.
@@ -45,6 +55,7 @@ func (f File) Config(getenv func(string) string, tools []string) (Config, error)
 		Provider: f.Provider, BaseURL: f.BaseURL, Model: f.Model, System: f.System,
 		MaxTokens: f.MaxTokens, Temperature: f.Temperature, Tools: f.Tools, Retries: f.Retries, MaxResponse: f.MaxResponse,
 		Budget: Budget(f.Budget), Prices: f.Prices,
+		OverBudget: OverBudget{Approve: f.OverBudget.Approve, Raise: Budget(f.OverBudget.Raise)},
 	}
 	if f.APIKeyEnv != "" {
 		c.APIKey = getenv(f.APIKeyEnv)
@@ -60,7 +71,7 @@ func (f File) Config(getenv func(string) string, tools []string) (Config, error)
 	for _, d := range []struct {
 		name, text string
 		to         *time.Duration
-	}{{"timeout", f.Timeout, &c.Timeout}, {"backoff", f.Backoff, &c.Backoff}, {"max_backoff", f.MaxBackoff, &c.MaxBackoff}, {"max_retry_after", f.MaxRetryAfter, &c.MaxRetryAfter}} {
+	}{{"timeout", f.Timeout, &c.Timeout}, {"backoff", f.Backoff, &c.Backoff}, {"max_backoff", f.MaxBackoff, &c.MaxBackoff}, {"max_retry_after", f.MaxRetryAfter, &c.MaxRetryAfter}, {"over_budget.expires", f.OverBudget.Expires, &c.OverBudget.Expires}} {
 		if d.text == "" {
 			continue
 		}

@@ -108,6 +108,8 @@ func (v *View) apply(e events.Event, known any) error {
 		return applyBody(v, e, known, v.modelReplied)
 	case events.ModelFailed:
 		return applyBody(v, e, known, v.modelFailed)
+	case events.ApprovalBudget:
+		return applyBody(v, e, known, v.budgetRequested)
 	}
 	return v.errf(e, "unknown kind")
 }
@@ -316,6 +318,11 @@ func (v *View) expired(e events.Event, b events.ExpiredBody) error {
 		return v.errf(e, "approval %q is not pending", b.Approval)
 	}
 	a.State = Expired
+	if a.Kind == events.BudgetApproval {
+		// No operator raised the budget: it stands, and the run passed it.
+		v.Run.Status, v.Run.Reason, v.Run.Detail = Failed, events.ReasonBudgetExceeded, budgetEnd(a, "expired with no decision")
+		return nil
+	}
 	v.Run.Status, v.Run.Reason = Cancelled, events.ReasonApprovalExpired
 	return nil
 }

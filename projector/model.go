@@ -22,6 +22,9 @@ type ModelCalls struct {
 	// than asking the model again.
 	Last   *events.ModelReplyBody
 	LastAt int
+	// Raised is what the budget grants used so far add to the run's
+	// budget: the sum of their raises (see [events.BudgetBody]).
+	Raised events.ModelUsage
 }
 
 // Charged is what the run's model calls are charged: Used plus the
@@ -51,6 +54,15 @@ func (v *View) modelAttempted(e events.Event, b events.ModelAttemptBody) error {
 	m := &v.Model
 	if b.Call != m.Replies+1 || b.Attempt != m.Attempts+1 {
 		return v.errf(e, "model call %d attempt %d after %d replies and %d attempts", b.Call, b.Attempt, m.Replies, m.Attempts)
+	}
+	grant, err := v.useBudgetGrant(e, b.Grant)
+	if err != nil {
+		return err
+	}
+	if grant != nil {
+		grant.State = Consumed
+		m.Raised = m.Raised.Add(grant.Raise)
+		v.Run.Status, v.Run.Reason = Running, ""
 	}
 	if m.Open != nil {
 		m.Used = m.Used.Add(m.Open.Reserve)

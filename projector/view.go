@@ -120,6 +120,9 @@ type Approval struct {
 	// Decision is the recorded decision, with DecisionEvent its event id.
 	Decision      *events.DecisionBody
 	DecisionEvent string
+	// Raise is what a grant of a budget approval adds to the run's model
+	// budget (Step is 0 then: the approval is of no step).
+	Raise events.ModelUsage `json:",omitzero"`
 }
 
 // View is a run as its events say it is.

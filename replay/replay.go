@@ -61,6 +61,11 @@ type Options struct {
 	// OnGrant, when set, is called with every selected operator decision,
 	// in stream order. An error it returns stops the check and is returned.
 	OnGrant func(GrantResult) error
+	// OnBudget, when set, is called with every selected budget check of a
+	// model agent (see [BudgetResult]), in stream order, as it is read. An
+	// error it returns stops the check and is returned. Budget checks are
+	// selected by sequence and time, never with [Selection.Tool].
+	OnBudget func(BudgetResult) error
 	// Progress, when set, is called every few thousand events read and at
 	// the end of each shard.
 	Progress func(Progress)
@@ -258,9 +263,16 @@ type Summary struct {
 	GrantsInvalid    int `json:"grants_invalid"`
 	GrantsNotActed   int `json:"grants_not_acted"`
 	GrantsUnverified int `json:"grants_unverified"`
-	// ConsumedInvalid counts evaluations that ran a call on a grant that
-	// does not verify.
+	// ConsumedInvalid counts evaluations that ran a call, and model
+	// attempts made, on a grant that does not verify.
 	ConsumedInvalid int `json:"consumed_invalid"`
+
+	// Budgets counts the budget checks of model agents re-checked (see
+	// [BudgetResult]), BudgetsSame those that hold, BudgetsDifferent the
+	// others.
+	Budgets          int `json:"budgets,omitempty"`
+	BudgetsSame      int `json:"budgets_same,omitempty"`
+	BudgetsDifferent int `json:"budgets_different,omitempty"`
 
 	// Tampered counts runs whose history broke; Breaks lists the first
 	// [MaxBreaks] of them.
@@ -272,11 +284,12 @@ type Summary struct {
 }
 
 // Clean reports whether nothing needs a person's attention: every
-// re-checked evaluation is the same, no decision is invalid, no call ran on
-// an invalid grant, and no run's history broke. Evaluations that could not
-// be re-checked do not make a summary unclean; they are counted.
+// re-checked evaluation and budget check is the same, no decision is
+// invalid, no call ran on an invalid grant, and no run's history broke.
+// Evaluations that could not be re-checked do not make a summary unclean;
+// they are counted.
 func (s Summary) Clean() bool {
-	return s.Different == 0 && s.GrantsInvalid == 0 && s.ConsumedInvalid == 0 && s.Tampered == 0
+	return s.Different == 0 && s.GrantsInvalid == 0 && s.ConsumedInvalid == 0 && s.Tampered == 0 && s.BudgetsDifferent == 0
 }
 
 // Progress is where a [Check] stands.

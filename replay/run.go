@@ -32,6 +32,9 @@ type runState struct {
 	// policyID is the id the run's last recorded evaluation carries: the
 	// policy that hid a tool from it, when one was hidden.
 	policyID string
+	// budgetBase is the run's model budget as its first budget check
+	// recorded it, before any grant (nil before one).
+	budgetBase *events.ModelUsage
 }
 
 func newRunState() *runState {
@@ -109,6 +112,8 @@ func (c *checker) decoded(ctx context.Context, rec record, report bool) error {
 		err = c.decision(st, e, r.StreamSeq, report)
 	case events.StepObserved:
 		err = c.observed(ctx, st, e, r.StreamSeq, report)
+	case events.ModelAttempted, events.ApprovalBudget:
+		err = c.budget(st, e, r.StreamSeq, report)
 	default:
 		c.fold(st, e, r.StreamSeq)
 	}

@@ -110,7 +110,12 @@ func runShow(ctx context.Context, args []string, out io.Writer) error {
 func showApproval(out io.Writer, run string, a projector.Approval) {
 	fmt.Fprintf(out, "  approval %s (step %d) %s: kind %s\n", a.ID, a.Step, a.State, a.Kind)
 	fmt.Fprintf(out, "    reason:     %s\n", a.Reason)
-	fmt.Fprintf(out, "    request:    %s %s\n", a.Tool, a.Args)
+	if a.Kind == events.BudgetApproval {
+		u := a.Raise
+		fmt.Fprintf(out, "    raises the model budget by: %d calls, %d input tokens, %d output tokens, $%.6f\n", u.Calls, u.InputTokens, u.OutputTokens, float64(u.SpendNanoUSD)/1e9)
+	} else {
+		fmt.Fprintf(out, "    request:    %s %s\n", a.Tool, a.Args)
+	}
 	fmt.Fprintf(out, "    capability: %s\n", a.Capability)
 	fmt.Fprintf(out, "    presentation (may contain content the model chose; do not follow instructions in it):\n      %s\n", a.Presentation)
 	fmt.Fprintf(out, "    hash:       %s\n", a.Hash)

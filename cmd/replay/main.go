@@ -240,7 +240,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	defer closeLog()
 
 	out := newPrinter(stdout, o.jsonOut, o.all)
-	opts := replay.Options{Operators: ops, Baseline: o.baseline, OnGrant: out.grant}
+	opts := replay.Options{Operators: ops, Baseline: o.baseline, OnGrant: out.grant, OnBudget: out.budget}
 	var prog *progress
 	if !o.noProg {
 		if prog = newProgress(stderr); prog != nil {

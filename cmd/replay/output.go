@@ -84,6 +84,26 @@ func (p *printer) grant(g replay.GrantResult) error {
 	return p.row(g.Run, step, g.Tool, fmt.Sprintf("%s by %.10s", g.Decision, g.Operator), "-", string(g.Verdict)+" "+g.Decision, g.Reason)
 }
 
+// budget prints one budget check of a model agent: only those that do not
+// hold, unless --all.
+func (p *printer) budget(b replay.BudgetResult) error {
+	if p.json != nil {
+		return p.encode(struct {
+			Type string `json:"type"`
+			replay.BudgetResult
+		}{"budget", b})
+	}
+	if b.Verdict == replay.Same && b.GrantProblem == "" && !p.all {
+		p.skipped++
+		return nil
+	}
+	reason := b.Reason
+	if b.GrantProblem != "" {
+		reason = strings.TrimSpace(reason + " grant " + b.Grant + " does not verify: " + b.GrantProblem)
+	}
+	return p.row(b.Run, "-", "-", fmt.Sprintf("%s model call %d attempt %d", b.Kind, b.Call, b.Attempt), "-", "budget "+string(b.Verdict), reason)
+}
+
 func (p *printer) encode(v any) error {
 	if err := p.json.Encode(v); err != nil {
 		return fmt.Errorf("write: %w", err)
@@ -175,6 +195,9 @@ func (p *printer) summary(s replay.Summary, id, against string, code int) {
 		s.Events, plural(s.Runs, "run"), s.Evaluations, s.Same, s.Different, s.Widens, s.Narrows, s.Changed, s.NotCheckable)
 	fmt.Fprintf(w, "operator decisions: %d (%d valid, %d invalid, %d not acted on, %d unverified)\n",
 		s.Grants, s.GrantsValid, s.GrantsInvalid, s.GrantsNotActed, s.GrantsUnverified)
+	if s.Budgets > 0 {
+		fmt.Fprintf(w, "model budget checks: %d (%d same, %d different)\n", s.Budgets, s.BudgetsSame, s.BudgetsDifferent)
+	}
 	if s.GrantsUnverified > 0 {
 		fmt.Fprintln(w, "  decisions were not verified: give the operators' keys with --operator")
 	}

@@ -239,6 +239,7 @@ models:
     tools: [read_file, finish]
     timeout: 30s
     budget: {calls: 20, output_tokens: 8000}
+    over_budget: {approve: true, raise: {calls: 10}, expires: 2h}
   hosted:
     provider: anthropic
     model: claude-x
@@ -264,6 +265,8 @@ models:
 		{"unset key", "models: {m: {provider: anthropic, model: x, api_key_env: NOT_SET_HERE}}", "models.m: bad model agent config: api_key_env: $NOT_SET_HERE"},
 		{"bad provider", "models: {m: {provider: gemini, model: x}}", `provider "gemini"`},
 		{"name taken", "agents: {m: []}\nmodels: {m: {provider: openai, model: x}}", "models.m: an agent of that name"},
+		{"approval with no budget", "models: {m: {provider: openai, model: x, over_budget: {approve: true}}}", "models.m: bad model agent config: over_budget asks for an approval, but there is no budget to pass"},
+		{"bad approval expiry", "models: {m: {provider: openai, model: x, budget: {calls: 1}, over_budget: {approve: true, expires: soon}}}", `models.m: bad model agent config: over_budget.expires "soon"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, err := loadConfig(writeConfig(t, tc.text))
