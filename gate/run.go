@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/arbiter-run/arbiter/driver"
@@ -27,6 +28,9 @@ type Run struct {
 	mu       sync.Mutex
 	r        *driver.Run // owned by the drive goroutine while a call is in flight
 	inflight *call       // the allowed call not yet reported
+	// calling is set while Call holds mu through a call, so that View
+	// answers at once instead of waiting for the call to end.
+	calling atomic.Bool
 }
 
 // ID is the run's id.
@@ -34,6 +38,9 @@ func (r *Run) ID() string { return r.id }
 
 // View returns a copy of the run's view as this process last saw it.
 func (r *Run) View() (projector.View, error) {
+	if r.calling.Load() {
+		return projector.View{}, fmt.Errorf("view of run %s: %w", r.ID(), ErrUnreported)
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.inflight != nil {
@@ -111,6 +118,8 @@ func (r *Run) Ask(ctx context.Context, tool string, args json.RawMessage) (Answe
 func (r *Run) Call(ctx context.Context, tool string, args json.RawMessage, fn func(ctx context.Context, args json.RawMessage) (string, error)) (Answer, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.calling.Store(true)
+	defer r.calling.Store(false)
 	if r.inflight != nil {
 		return Answer{}, fmt.Errorf("call %s on run %s: %w (step %d)", tool, r.ID(), ErrUnreported, r.inflight.expect)
 	}
