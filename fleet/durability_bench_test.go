@@ -2,6 +2,7 @@ package fleet_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"sync/atomic"
@@ -13,6 +14,7 @@ import (
 	"github.com/arbiter-run/arbiter/events"
 	"github.com/arbiter-run/arbiter/fleet"
 	"github.com/arbiter-run/arbiter/internal/fsyncs"
+	"github.com/arbiter-run/arbiter/policy"
 	"github.com/arbiter-run/arbiter/projector"
 	"github.com/arbiter-run/arbiter/testkit"
 )
@@ -99,11 +101,18 @@ func benchDurability(b *testing.B, shards, level int) {
 	// server's file system, one after another.
 	b.ReportMetric(rawFsyncRate(b, js.Server.StoreDir(), 500), "raw-fsyncs/s")
 
-	// One run, and one bare writer, interleaved: every 50 steps the agent
-	// (between two steps, nothing in flight) has the bare writer append
-	// the next 100 events of the same run's template, so load that comes
-	// and goes on a shared machine falls on both alike.
-	d := benchDriver(b, log, 0, nil)
+	// One run, and one bare writer, interleaved: every 50 steps the tool
+	// (which runs with nothing of the run in flight: its allow is stored,
+	// its observation not yet sent) has the bare writer append the next
+	// 100 events of the same run's template, so load that comes and goes
+	// on a shared machine falls on both alike. The agent is asked ahead
+	// (driver.Pure), as a scripted agent is.
+	var agent *interleaved
+	d := benchDriverWith(b, log, func() {
+		if agent != nil {
+			agent.tick(ctx)
+		}
+	})
 	tmpl := benchTemplate(b, ctx, d, oneSteps)
 	var oneTime, bareTime time.Duration
 	var oneFsyncs, bareFsyncs uint64
@@ -115,9 +124,9 @@ func benchDurability(b *testing.B, shards, level int) {
 		}
 		bare := newBareRun(b, ctx, log, js.JS, tmpl)
 		b.StartTimer()
-		agent := &interleaved{Counter: testkit.Counter{Tool: "work", Steps: oneSteps}, every: 50, chunk: 100, bare: bare, fsynced: fsynced}
+		agent = &interleaved{every: 50, chunk: 100, bare: bare, fsynced: fsynced}
 		f0, start := fsynced(), time.Now()
-		if err := d.Drive(ctx, r, agent); err != nil {
+		if err := d.Drive(ctx, r, testkit.Counter{Tool: "work", Steps: oneSteps}); err != nil {
 			b.Fatal(err)
 		}
 		agent.rest(ctx)
@@ -198,24 +207,23 @@ func rawFsyncRate(b *testing.B, dir string, n int) float64 {
 	return float64(n) / time.Since(start).Seconds()
 }
 
-// interleaved is a Counter agent that, every every steps, has bare append
-// its next chunk events, timing them (took) and counting their fsyncs.
+// interleaved has bare append its next chunk events every every calls of
+// tick, timing them (took) and counting their fsyncs.
 type interleaved struct {
-	testkit.Counter
 	every, chunk int
 	bare         *bareRun
 	fsynced      func() uint64
+	calls        int
 	next         int // the bare run's next event
 	took         time.Duration
 	fsyncs       uint64
 	err          error
 }
 
-func (a *interleaved) Decide(ctx context.Context, in driver.StepInput) (driver.Decision, error) {
-	if n := in.Steps.Len(); n > 0 && n%a.every == 0 {
+func (a *interleaved) tick(ctx context.Context) {
+	if a.calls++; a.calls%a.every == 0 {
 		a.appendBare(ctx, a.chunk)
 	}
-	return a.Counter.Decide(ctx, in)
 }
 
 // rest appends what is left of the bare run.
@@ -231,4 +239,25 @@ func (a *interleaved) appendBare(ctx context.Context, n int) {
 	a.took += time.Since(start)
 	a.fsyncs += a.fsynced() - f0
 	a.next = to
+}
+
+// benchDriverWith is benchDriver with no tool time, whose work tool calls
+// during before it returns.
+func benchDriverWith(b *testing.B, log *events.Log, during func()) *driver.Driver {
+	b.Helper()
+	work := testkit.NewLedger("work", events.ReadOnly, testkit.AnyObject)
+	work.Result = func(context.Context, json.RawMessage) (string, error) {
+		during()
+		return "ok", nil
+	}
+	done := testkit.NewLedger("done", events.ReadOnly, testkit.AnyObject).Terminal()
+	d, err := driver.New(driver.Config{
+		Log: log, Policy: policy.WithID(policy.DefaultSideEffects(), "bench"),
+		Tools:  []driver.Tool{work, done},
+		Limits: events.Limits{MaxSteps: 100000, MaxRepeats: 100000},
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return d
 }
