@@ -282,7 +282,9 @@ func (d *Driver) verify(ctx context.Context, r *Run) error {
 	if fresh.tail == r.tail && !reflect.DeepEqual(fresh.view, r.view) {
 		d.cfg.Logger.Error("snapshot disagrees with the run's events; the events are used", "run", r.ID(), "events", r.tail.Count)
 	}
+	agent := r.agent
 	*r = *fresh
+	r.agent = agent // the drive in progress goes on
 	return nil
 }
 
@@ -398,7 +400,7 @@ func (d *Driver) send(ctx context.Context, r *Run, e prepared) (*pending, error)
 		// decision: copy the view for it now, while the server works,
 		// and a pure agent is asked for it too (see [Pure]).
 		in := d.stepInput(&pa.view)
-		if pure, ok := r.agent.(Pure); ok && d.asksAgentNext(&pa.view) {
+		if pure, ok := r.agent.(Pure); ok && !r.cached && d.asksAgentNext(&pa.view) {
 			pa.spec = d.foresee(ctx, &pa.view, in, pure)
 		}
 		if pa.spec == nil {

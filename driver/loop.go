@@ -182,6 +182,19 @@ func (d *Driver) advance(ctx context.Context, r *Run, agent Agent) (bool, error)
 // event. sent is false when nothing was sent: with an error wrapping
 // [events.ErrTooLarge] when the decision alone is too large to store.
 func (d *Driver) record(ctx context.Context, r *Run, dec Decision, body events.StepDecidedBody) (sent bool, err error) {
+	if r.cached {
+		// The agent may decide on a view from a snapshot; the policy may
+		// not: it is asked on the view folded from the run's events. A
+		// decision made for a view the events do not bear out is dropped
+		// unrecorded, and the agent asked again.
+		at := r.tail
+		if err := d.verify(ctx, r); err != nil {
+			return false, err
+		}
+		if r.tail != at {
+			return false, nil
+		}
+	}
 	at, j, err := d.judgeNext(ctx, &r.view, body)
 	if err != nil {
 		return false, err

@@ -2,6 +2,7 @@ package driver_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/arbiter-run/arbiter/driver"
 	"github.com/arbiter-run/arbiter/events"
+	"github.com/arbiter-run/arbiter/policy"
 	"github.com/arbiter-run/arbiter/projector"
 	"github.com/arbiter-run/arbiter/testkit"
 )
@@ -126,4 +128,57 @@ func TestDriver_PureAgentsAnswerIsDroppedWhenTheRunMovedOn(t *testing.T) {
 	}
 	wantEnd(t, r.View(), projector.Completed, events.ReasonCompleted)
 	wantCount(t, read, 2)
+}
+
+// TestDriver_PolicyNeverDecidesOnASnapshot: a run loaded from a snapshot
+// that lies (its view says another input) drives on: the agent may be shown
+// the snapshot, but the policy is asked on the view folded from the run's
+// events, with a plain agent and with a pure one asked ahead.
+func TestDriver_PolicyNeverDecidesOnASnapshot(t *testing.T) {
+	env := testkit.JetStream(t)
+	log := env.Log(t, events.Config{})
+	read := testkit.NewLedger("read_file", events.ReadOnly, pathSchema)
+	var seen []string
+	watch := policyFunc(func(_ context.Context, req policy.Request, v projector.View) (policy.Decision, error) {
+		seen = append(seen, string(v.Run.Input))
+		return policy.Decision{Outcome: policy.Allow}, nil
+	})
+	d := newDriver(t, log, watch, read, done())
+	for i, agent := range []driver.Agent{
+		testkit.NewScript(testkit.Call("read_file", `{"path":"a"}`), testkit.Call("read_file", `{"path":"b"}`), testkit.Call("done", `{}`)),
+		&pureAgent{n: 3, mu: &sync.Mutex{}, log: new([]string)},
+	} {
+		id := fmt.Sprintf("lied-%d", i)
+		if _, err := d.Create(t.Context(), id, "scripted", json.RawMessage(`"the real task"`)); err != nil {
+			t.Fatal(err)
+		}
+		// One step recorded, then a snapshot of it that lies.
+		r := load(t, d, id)
+		stop := make(chan struct{})
+		var once sync.Once
+		one := driver.AgentFunc(func(ctx context.Context, in driver.StepInput) (driver.Decision, error) {
+			once.Do(func() { close(stop) })
+			return agent.Decide(ctx, in)
+		})
+		_ = d.DriveUntil(t.Context(), r, one, stop)
+		snap, at := r.View(), r.Tail()
+		snap.Run.Input = json.RawMessage(`"a forged task"`)
+		seen = nil
+		lied, err := d.LoadFrom(t.Context(), id, snap, at)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := d.Drive(t.Context(), lied, agent); err != nil {
+			t.Fatal(err)
+		}
+		wantEnd(t, lied.View(), projector.Completed, events.ReasonCompleted)
+		if len(seen) == 0 {
+			t.Fatalf("%T: the policy was never asked after the load", agent)
+		}
+		for k, in := range seen {
+			if in != `"the real task"` {
+				t.Errorf("%T: evaluation %d after the load saw input %s, want the recorded one", agent, k+1, in)
+			}
+		}
+	}
 }
