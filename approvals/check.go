@@ -81,7 +81,7 @@ func CheckRecorded(ops Operators, run string, a *projector.Approval, skew time.D
 	if d == nil || (a.State != projector.Granted && a.State != projector.Denied) {
 		return fmt.Errorf("approval %s: no decision to act on (it is %s): %w", a.ID, a.State, ErrNotPending)
 	}
-	if (a.State == projector.Granted) != (d.Decision == events.Grant) {
+	if (a.State == projector.Granted) != (d.Decision == events.DecisionGrant) {
 		return fmt.Errorf("approval %s: %w: %s recorded on an approval in state %s", a.ID, ErrBadDecision, d.Decision, a.State)
 	}
 	return Check(ops, run, a, *d, skew)

@@ -47,10 +47,10 @@ func signedBytes(run string, d events.DecisionBody) []byte {
 }
 
 // Sign builds an operator's decision on an approval of run, signed with kp
-// (an nkeys user seed's key pair). decision is [events.Grant] or
-// [events.Deny].
+// (an nkeys user seed's key pair). decision is [events.DecisionGrant] or
+// [events.DecisionDeny].
 func Sign(kp nkeys.KeyPair, run, approvalID, hash, decision, reason string, at time.Time) (events.DecisionBody, error) {
-	if decision != events.Grant && decision != events.Deny {
+	if decision != events.DecisionGrant && decision != events.DecisionDeny {
 		return events.DecisionBody{}, fmt.Errorf("sign %q: %w", decision, ErrBadDecision)
 	}
 	pub, err := kp.PublicKey()
@@ -70,7 +70,7 @@ func Sign(kp nkeys.KeyPair, run, approvalID, hash, decision, reason string, at t
 // own fields. It says nothing about whether the approval is pending: see
 // [Check].
 func Verify(ops Operators, run string, d events.DecisionBody) error {
-	if d.Decision != events.Grant && d.Decision != events.Deny {
+	if d.Decision != events.DecisionGrant && d.Decision != events.DecisionDeny {
 		return fmt.Errorf("%w: %q", ErrBadDecision, d.Decision)
 	}
 	if _, ok := ops[d.Operator]; !ok {

@@ -314,8 +314,8 @@ func TestClient_DecideRefusesWhatItCannotSign(t *testing.T) {
 		want error
 	}{
 		{a.ID, client.Decision{Decision: "maybe"}, approvals.ErrBadDecision},
-		{"nosuch", client.Decision{Decision: events.Grant}, approvals.ErrNoApproval},
-		{a.ID, client.Decision{Decision: events.Grant, Hash: "not-the-hash"}, approvals.ErrWrongHash},
+		{"nosuch", client.Decision{Decision: events.DecisionGrant}, approvals.ErrNoApproval},
+		{a.ID, client.Decision{Decision: events.DecisionGrant, Hash: "not-the-hash"}, approvals.ErrWrongHash},
 	} {
 		if _, err := e.c.Decide(ctx, e.key, st.Run, c.id, c.d); !errors.Is(err, c.want) {
 			t.Errorf("decide %s %+v: %v, want %v", c.id, c.d, err, c.want)
@@ -324,7 +324,7 @@ func TestClient_DecideRefusesWhatItCannotSign(t *testing.T) {
 	if msgs, err := e.c.Log().Decisions(ctx, st.Run, 0, 10); err != nil || len(msgs) != 0 {
 		t.Errorf("decisions published: %d, %v; want none", len(msgs), err)
 	}
-	if _, err := e.c.Decide(ctx, e.key, "no-such-run", a.ID, client.Decision{Decision: events.Grant}); !errors.Is(err, client.ErrNoRun) {
+	if _, err := e.c.Decide(ctx, e.key, "no-such-run", a.ID, client.Decision{Decision: events.DecisionGrant}); !errors.Is(err, client.ErrNoRun) {
 		t.Errorf("decide on a run that does not exist: %v, want ErrNoRun", err)
 	}
 }

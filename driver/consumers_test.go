@@ -87,7 +87,7 @@ func scribbleApprovals(as []projector.Approval) {
 			*a.ExpiresAt = time.Time{}
 		}
 		if a.Decision != nil {
-			a.Decision.Signature, a.Decision.Hash, a.Decision.Decision = "hacked", "hacked", events.Grant
+			a.Decision.Signature, a.Decision.Hash, a.Decision.Decision = "hacked", "hacked", events.DecisionGrant
 		}
 	}
 }

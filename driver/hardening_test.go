@@ -237,7 +237,7 @@ func TestResume_DecisionTimesJudgedOnReceipt(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			p := pauseOnSend(t, driver.Config{}, `{"to":"ops"}`)
 			a := pending(t, p.r)
-			publish(t, p.d, p.r, sign(t, p.kp, p.r.ID(), a, events.Grant, tc.at(a)))
+			publish(t, p.d, p.r, sign(t, p.kp, p.r.ID(), a, events.DecisionGrant, tc.at(a)))
 			drive(t, p.d, p.r, p.agent)
 			wantCount(t, p.send, 0)
 			wantEnd(t, p.r.View(), projector.Waiting, events.RemoteMutation)
@@ -256,7 +256,7 @@ func TestResume_DecisionTimesJudgedOnReceipt(t *testing.T) {
 func TestResume_DenialStoredAsGrantNeverRuns(t *testing.T) {
 	p := pauseOnSend(t, driver.Config{}, `{"to":"ops"}`)
 	a := pending(t, p.r)
-	denial := sign(t, p.kp, p.r.ID(), a, events.Deny, time.Now())
+	denial := sign(t, p.kp, p.r.ID(), a, events.DecisionDeny, time.Now())
 	denial.Received, denial.Intake = time.Now(), 1
 	appendEvent(t, p.log, p.r.ID(), events.ApprovalGranted, denial)
 	if _, err := p.d.Load(t.Context(), p.r.ID()); !errors.Is(err, projector.ErrFold) {

@@ -272,7 +272,7 @@ func grant(t *testing.T, d *driver.Driver, r *driver.Run, kp nkeys.KeyPair) proj
 	a := pending(t, r)
 	// Signed just after the request, by the clock that dated it (a test's
 	// clock may be a fake one).
-	publish(t, d, r, sign(t, kp, r.ID(), a, events.Grant, a.Requested.Add(time.Millisecond)))
+	publish(t, d, r, sign(t, kp, r.ID(), a, events.DecisionGrant, a.Requested.Add(time.Millisecond)))
 	return a
 }
 

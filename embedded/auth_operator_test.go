@@ -48,7 +48,7 @@ func TestPermissions_OperatorCannotPublishRunSubjects(t *testing.T) {
 				for _, k := range events.Kinds {
 					var body any = events.PolicyBody{Step: 1, Outcome: projector.Allow, Reason: "operator says so", Args: []byte(`{"to":"all"}`)}
 					if k == events.ApprovalGranted {
-						d, err := approvals.Sign(e.opKey, e.run, a.ID, a.Hash, events.Grant, "", time.Now())
+						d, err := approvals.Sign(e.opKey, e.run, a.ID, a.Hash, events.DecisionGrant, "", time.Now())
 						if err != nil {
 							t.Fatal(err)
 						}
@@ -299,7 +299,7 @@ func TestPermissions_OperatorCanDecideNudgeAndRead(t *testing.T) {
 			}
 
 			a, _ := e.pendingApproval(t)
-			d, err := approvals.Sign(e.opKey, e.run, a.ID, a.Hash, events.Grant, "ok", time.Now())
+			d, err := approvals.Sign(e.opKey, e.run, a.ID, a.Hash, events.DecisionGrant, "ok", time.Now())
 			if err != nil {
 				t.Fatal(err)
 			}

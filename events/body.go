@@ -269,8 +269,8 @@ type InterruptedBody struct {
 
 // Decisions an operator can make.
 const (
-	Grant = "grant"
-	Deny  = "deny"
+	DecisionGrant = "grant"
+	DecisionDeny  = "deny"
 )
 
 // DecisionBody is an operator's decision, signed over the run, the
@@ -300,9 +300,9 @@ type DecisionBody struct {
 // [ApprovalDenied] for a denial, "" for anything else.
 func (d DecisionBody) Kind() Kind {
 	switch d.Decision {
-	case Grant:
+	case DecisionGrant:
 		return ApprovalGranted
-	case Deny:
+	case DecisionDeny:
 		return ApprovalDenied
 	}
 	return ""

@@ -30,8 +30,8 @@ var drawBodies = map[Kind]func(t *rapid.T) any{
 		p.Approval = &ApprovalRequest{ID: drawText(t, "id"), Kind: drawText(t, "approval_kind"), Hash: "h", Capability: []byte(`{}`), Presentation: []byte(`{}`)}
 		return p
 	},
-	ApprovalGranted: func(t *rapid.T) any { return drawDecision(t, Grant) },
-	ApprovalDenied:  func(t *rapid.T) any { return drawDecision(t, Deny) },
+	ApprovalGranted: func(t *rapid.T) any { return drawDecision(t, DecisionGrant) },
+	ApprovalDenied:  func(t *rapid.T) any { return drawDecision(t, DecisionDeny) },
 	ApprovalExpired: func(t *rapid.T) any { return ExpiredBody{Approval: drawText(t, "approval")} },
 	ApprovalRefused: func(t *rapid.T) any {
 		return RefusedBody{Approval: drawText(t, "approval"), Event: drawText(t, "event"), Intake: 3, Reason: drawText(t, "reason")}

@@ -126,7 +126,7 @@ func waiting(v projector.View) bool {
 // grant signs and records a grant of the approval run waits on.
 func (f *approvalFleet) grant(t *testing.T, log *events.Log, run string, a projector.Approval) {
 	t.Helper()
-	if _, err := client.New(log, nil).Decide(t.Context(), f.kp, run, a.ID, client.Decision{Decision: events.Grant, Reason: "checked", Hash: a.Hash}); err != nil {
+	if _, err := client.New(log, nil).Decide(t.Context(), f.kp, run, a.ID, client.Decision{Decision: events.DecisionGrant, Reason: "checked", Hash: a.Hash}); err != nil {
 		t.Fatalf("grant: %v", err)
 	}
 }

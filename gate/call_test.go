@@ -124,7 +124,7 @@ func TestGate_CallConsumesAGrantOnce(t *testing.T) {
 	if again := call(t, r, "send", `{"to":"ops@example.com"}`, f, gate.Pending); again.Approval.ID != p.Approval.ID {
 		t.Fatalf("called again before the decision: approval %s, want %s", again.Approval.ID, p.Approval.ID)
 	}
-	e.decide(t, r.ID(), p.Approval, events.Grant)
+	e.decide(t, r.ID(), p.Approval, events.DecisionGrant)
 	// A changed call runs nothing and leaves the grant unused.
 	if _, err := r.Call(t.Context(), "send", json.RawMessage(`{"to":"all@example.com"}`), f.run); !errors.Is(err, gate.ErrWaiting) {
 		t.Fatalf("changed call after the grant: got %v, want %v", err, gate.ErrWaiting)

@@ -19,7 +19,7 @@ func TestGate_RunReplays(t *testing.T) {
 	report(t, r, "a")
 	ask(t, r, "rm", `{"path":"/"}`, gate.Deny)
 	p := ask(t, r, "send", `{"to":"x@example.com"}`, gate.Pending)
-	e.decide(t, r.ID(), p.Approval, events.Grant)
+	e.decide(t, r.ID(), p.Approval, events.DecisionGrant)
 	ask(t, r, "send", `{"to":"x@example.com"}`, gate.Allow)
 	report(t, r, "sent")
 

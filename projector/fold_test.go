@@ -104,9 +104,9 @@ func (h *history) request(n int, id string) events.Event {
 
 func (h *history) decideApproval(k events.Kind, id string) events.Event {
 	h.t.Helper()
-	d := events.Grant
+	d := events.DecisionGrant
 	if k == events.ApprovalDenied {
-		d = events.Deny
+		d = events.DecisionDeny
 	}
 	at := base.Add(time.Duration(len(h.evs)) * time.Second)
 	return h.add(k, events.DecisionBody{
@@ -409,26 +409,26 @@ func TestFold_DecisionsOnlyAsAWorkerRecordsThem(t *testing.T) {
 	}{
 		{"second decision", func(h *history) events.Event {
 			h.grant("a1")
-			return h.next(events.ApprovalDenied, events.DecisionBody{Approval: "a1", Hash: "hash-a1", Decision: events.Deny, Received: base, Intake: 99})
+			return h.next(events.ApprovalDenied, events.DecisionBody{Approval: "a1", Hash: "hash-a1", Decision: events.DecisionDeny, Received: base, Intake: 99})
 		}},
 		{"unknown approval", func(h *history) events.Event {
-			return h.next(events.ApprovalGranted, events.DecisionBody{Approval: "forged", Decision: events.Grant, Received: base, Intake: 99})
+			return h.next(events.ApprovalGranted, events.DecisionBody{Approval: "forged", Decision: events.DecisionGrant, Received: base, Intake: 99})
 		}},
 		{"denial stored as a grant", func(h *history) events.Event {
-			return h.next(events.ApprovalGranted, events.DecisionBody{Approval: "a1", Hash: "hash-a1", Decision: events.Deny, Received: base, Intake: 99})
+			return h.next(events.ApprovalGranted, events.DecisionBody{Approval: "a1", Hash: "hash-a1", Decision: events.DecisionDeny, Received: base, Intake: 99})
 		}},
 		{"grant stored as a denial", func(h *history) events.Event {
-			return h.next(events.ApprovalDenied, events.DecisionBody{Approval: "a1", Hash: "hash-a1", Decision: events.Grant, Received: base, Intake: 99})
+			return h.next(events.ApprovalDenied, events.DecisionBody{Approval: "a1", Hash: "hash-a1", Decision: events.DecisionGrant, Received: base, Intake: 99})
 		}},
 		{"neither grant nor deny", func(h *history) events.Event {
 			return h.next(events.ApprovalGranted, events.DecisionBody{Approval: "a1", Hash: "hash-a1", Decision: "GRANT", Received: base, Intake: 99})
 		}},
 		{"no time of receipt", func(h *history) events.Event {
-			return h.next(events.ApprovalGranted, events.DecisionBody{Approval: "a1", Hash: "hash-a1", Decision: events.Grant, Intake: 99})
+			return h.next(events.ApprovalGranted, events.DecisionBody{Approval: "a1", Hash: "hash-a1", Decision: events.DecisionGrant, Intake: 99})
 		}},
 		{"intake already read", func(h *history) events.Event {
 			h.add(events.ApprovalRefused, events.RefusedBody{Approval: "a1", Intake: 50, Reason: "bad signature"})
-			return h.next(events.ApprovalGranted, events.DecisionBody{Approval: "a1", Hash: "hash-a1", Decision: events.Grant, Received: base, Intake: 50})
+			return h.next(events.ApprovalGranted, events.DecisionBody{Approval: "a1", Hash: "hash-a1", Decision: events.DecisionGrant, Received: base, Intake: 50})
 		}},
 		{"refusal of an intake already read", func(h *history) events.Event {
 			h.add(events.ApprovalRefused, events.RefusedBody{Approval: "a1", Intake: 50, Reason: "bad signature"})
@@ -486,7 +486,7 @@ func TestFold_ApprovalExpiredCancelsRun(t *testing.T) {
 	}
 	// Nothing folds after the end: a grant recorded late is no event the
 	// run can have.
-	if err := v.Apply(h.next(events.ApprovalGranted, events.DecisionBody{Approval: "a1", Hash: "hash-a1", Decision: events.Grant, Received: base, Intake: 99})); !errors.Is(err, projector.ErrFold) {
+	if err := v.Apply(h.next(events.ApprovalGranted, events.DecisionBody{Approval: "a1", Hash: "hash-a1", Decision: events.DecisionGrant, Received: base, Intake: 99})); !errors.Is(err, projector.ErrFold) {
 		t.Errorf("late grant: got %v, want ErrFold", err)
 	}
 }

@@ -136,7 +136,7 @@ func (r *recorder) decide(d *driver.Driver, id, decision, hash string, kp nkeys.
 	r.intake++
 	b.Received, b.Intake = at, r.intake
 	kind := events.ApprovalGranted
-	if decision == events.Deny {
+	if decision == events.DecisionDeny {
 		kind = events.ApprovalDenied
 	}
 	r.append(id, kind, b)
@@ -202,9 +202,9 @@ func recordFleet(t *testing.T) [][]byte {
 		call("read_file", `{"path": `),
 		call("send_email", `{"to": "all@example.com"}`),
 	)
-	r.decide(d, "charlie", events.Deny, "", kp)
+	r.decide(d, "charlie", events.DecisionDeny, "", kp)
 	r.drive(d, "charlie")
-	r.decide(d, "alpha", events.Grant, "", kp)
+	r.decide(d, "alpha", events.DecisionGrant, "", kp)
 	r.drive(d, "alpha", alpha...)
 	return r.lines()
 }
@@ -241,11 +241,11 @@ func recordGrants(t *testing.T) [][]byte {
 		call("finish", `{}`),
 	}
 	r.drive(d, "foxtrot", foxtrot...)
-	r.decide(d, "foxtrot", events.Grant, "", stranger)
+	r.decide(d, "foxtrot", events.DecisionGrant, "", stranger)
 	r.drive(d, "foxtrot", foxtrot...)
-	r.decide(d, "foxtrot", events.Grant, wrongHash, kp)
+	r.decide(d, "foxtrot", events.DecisionGrant, wrongHash, kp)
 	r.drive(d, "foxtrot", foxtrot...)
-	r.decide(d, "foxtrot", events.Grant, "", kp)
+	r.decide(d, "foxtrot", events.DecisionGrant, "", kp)
 	r.drive(d, "foxtrot", foxtrot...)
 
 	// golf: what a worker that died mid-call leaves (the baseline's allow

@@ -272,7 +272,7 @@ func TestGrant_YesPublishesVerifiableGrant(t *testing.T) {
 	if err := approvals.Verify(e.ops, "run-a", d); err != nil {
 		t.Errorf("published grant does not verify: %v", err)
 	}
-	if d.Approval != a.ID || d.Hash != a.Hash || d.Decision != events.Grant || d.Reason != "checked the recipient" {
+	if d.Approval != a.ID || d.Hash != a.Hash || d.Decision != events.DecisionGrant || d.Reason != "checked the recipient" {
 		t.Errorf("published grant = %+v, want approval %s hash %s grant with the reason", d, a.ID, a.Hash)
 	}
 	if !strings.Contains(out.String(), "published as decision 1") {
@@ -323,7 +323,7 @@ func TestDeny_PublishesVerifiableDenial(t *testing.T) {
 	if err := approvals.Verify(e.ops, "run-a", d); err != nil {
 		t.Errorf("published denial does not verify: %v", err)
 	}
-	if d.Decision != events.Deny || d.Reason != "too wide" {
+	if d.Decision != events.DecisionDeny || d.Reason != "too wide" {
 		t.Errorf("published denial = %+v, want deny with reason %q", d, "too wide")
 	}
 	r, err := e.d.Load(t.Context(), "run-a")
