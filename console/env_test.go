@@ -37,7 +37,7 @@ type echoPolicy struct{}
 
 func (echoPolicy) Evaluate(_ context.Context, req policy.Request, _ projector.View) (policy.Decision, error) {
 	if req.Tool.Name != "send" {
-		return policy.Decision{Outcome: policy.Allow, Reason: "not a send"}, nil
+		return policy.Decision{Outcome: events.Allow, Reason: "not a send"}, nil
 	}
 	var a struct {
 		Note string `json:"note"`

@@ -87,7 +87,7 @@ func TestResume_PolicyAskingForDifferentApprovalPausesAgain(t *testing.T) {
 	changing := policyFunc(func(_ context.Context, req policy.Request, _ projector.View) (policy.Decision, error) {
 		calls++
 		if req.Tool.Terminal {
-			return policy.Decision{Outcome: policy.Allow}, nil
+			return policy.Decision{Outcome: events.Allow}, nil
 		}
 		// The presentation changes between the loop and the resume: what
 		// the reviewer saw is part of what they granted.
@@ -134,11 +134,11 @@ func TestResume_PolicyDenyOnResumeIsObservation(t *testing.T) {
 		calls++
 		switch {
 		case req.Tool.Terminal:
-			return policy.Decision{Outcome: policy.Allow}, nil
+			return policy.Decision{Outcome: events.Allow}, nil
 		case calls == 1:
 			return policy.NeedApproval("send_check", "needs a person", nil, nil)
 		}
-		return policy.Decision{Outcome: policy.Deny, Reason: "the rules changed"}, nil
+		return policy.Decision{Outcome: events.Deny, Reason: "the rules changed"}, nil
 	})
 	ps := pauseOnSend(t, driver.Config{Policy: p}, `{"to":"ops"}`)
 	a := grant(t, ps.d, ps.r, ps.kp)

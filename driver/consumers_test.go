@@ -59,7 +59,7 @@ func scribbleSteps(steps *projector.Steps) {
 			s.Decision.ArgsBytes[j] = 'X'
 		}
 		if s.Policy != nil {
-			s.Policy.Outcome, s.Policy.Reason, s.Policy.Consumes = string(policy.Allow), "hacked", "hacked"
+			s.Policy.Outcome, s.Policy.Reason, s.Policy.Consumes = events.Allow, "hacked", "hacked"
 			scribble(s.Policy.Args)
 			if a := s.Policy.Approval; a != nil {
 				scribble(a.Capability)

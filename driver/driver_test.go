@@ -174,7 +174,7 @@ func TestDriver_ConflictStopsDriving(t *testing.T) {
 		// tool must not run.
 		intruder := policyFunc(func(ctx context.Context, req policy.Request, _ projector.View) (policy.Decision, error) {
 			appendEvent(t, log, req.Run, events.ApprovalRefused, events.RefusedBody{Approval: "none", Intake: 1, Reason: "no such approval"})
-			return policy.Decision{Outcome: policy.Allow}, nil
+			return policy.Decision{Outcome: events.Allow}, nil
 		})
 		d := newDriver(t, log, intruder, l)
 		r := create(t, d, "raced")
@@ -305,9 +305,9 @@ func TestDriver_ViewEqualsFreshLoadWithInvalidUTF8(t *testing.T) {
 	read.Result = func(context.Context, json.RawMessage) (string, error) { return "result " + bad, nil }
 	p := policyFunc(func(_ context.Context, req policy.Request, _ projector.View) (policy.Decision, error) {
 		if req.Step == 2 {
-			return policy.Decision{Outcome: policy.Deny, Reason: "no " + bad}, nil
+			return policy.Decision{Outcome: events.Deny, Reason: "no " + bad}, nil
 		}
-		return policy.Decision{Outcome: policy.Allow, Reason: "fine " + bad}, nil
+		return policy.Decision{Outcome: events.Allow, Reason: "fine " + bad}, nil
 	})
 	d := newDriverCfg(t, driver.Config{Log: log, Policy: p, Tools: []driver.Tool{read}})
 	r := create(t, d, "utf8")

@@ -158,7 +158,7 @@ func TestRecover_ArgumentsOnlyTheDecisionsRechecked(t *testing.T) {
 			appendEvent(t, log, "crashed", events.RunCreated, events.RunCreatedBody{Tools: d.Tools(), Limits: driver.DefaultLimits, Agent: "test"})
 			appendEvent(t, log, "crashed", events.StepDecided, events.StepDecidedBody{Step: 1, Tool: "read", Args: tc.decided})
 			appendEvent(t, log, "crashed", events.StepPolicy, events.PolicyBody{
-				Step: 1, Outcome: string(policy.Allow), PolicyID: "side-effects", Args: json.RawMessage(tc.allowed), ToolHash: spec(t, d, "read").Hash,
+				Step: 1, Outcome: events.Allow, PolicyID: "side-effects", Args: json.RawMessage(tc.allowed), ToolHash: spec(t, d, "read").Hash,
 			})
 			r := interrupted(t, d, "crashed")
 			drive(t, d, r, testkit.NewScript(testkit.Call("done", `{}`)))
@@ -207,7 +207,7 @@ func TestDriver_PanickingPolicyFailsTheRun(t *testing.T) {
 	boom := policyFunc(func(context.Context, policy.Request, projector.View) (policy.Decision, error) {
 		var m map[string]int
 		m["x"]++ // a nil map write: a runtime panic, not a call to panic
-		return policy.Decision{Outcome: policy.Allow}, nil
+		return policy.Decision{Outcome: events.Allow}, nil
 	})
 	d := newDriver(t, log, boom, send)
 	r := create(t, d, "boom")

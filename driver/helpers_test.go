@@ -179,7 +179,7 @@ func (f policyFunc) Evaluate(ctx context.Context, req policy.Request, v projecto
 
 // allowAll allows every request.
 var allowAll = policyFunc(func(context.Context, policy.Request, projector.View) (policy.Decision, error) {
-	return policy.Decision{Outcome: policy.Allow, Reason: "allowed"}, nil
+	return policy.Decision{Outcome: events.Allow, Reason: "allowed"}, nil
 })
 
 // counting wraps a policy and keeps a copy of every request it was asked.

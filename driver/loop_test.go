@@ -305,9 +305,9 @@ func TestDriver_PolicyResultRecordsPolicyID(t *testing.T) {
 // denyAll denies every request but a terminal tool, with a fixed reason.
 var denyAll = policyFunc(func(_ context.Context, req policy.Request, _ projector.View) (policy.Decision, error) {
 	if req.Tool.Terminal {
-		return policy.Decision{Outcome: policy.Allow}, nil
+		return policy.Decision{Outcome: events.Allow}, nil
 	}
-	return policy.Decision{Outcome: policy.Deny, Reason: "deletes are off today"}, nil
+	return policy.Decision{Outcome: events.Deny, Reason: "deletes are off today"}, nil
 })
 
 func TestDriver_PolicyDenyIsObservation(t *testing.T) {
@@ -337,7 +337,7 @@ func TestDriver_PolicyDenyIsObservation(t *testing.T) {
 	}
 	recs := records(t, log, "deny")
 	pols := policyResults(t, recs)
-	if len(pols) == 0 || pols[0].Outcome != string(policy.Deny) {
+	if len(pols) == 0 || pols[0].Outcome != events.Deny {
 		t.Fatalf("first policy result: got %v, want outcome deny", kinds(recs))
 	}
 	if pb := pols[0]; pb.Reason != "deletes are off today" {
@@ -351,7 +351,7 @@ func TestDriver_PolicyAbortEndsRun(t *testing.T) {
 	log := env.Log(t, events.Config{})
 	del := testkit.NewLedger("delete_file", events.Destructive, pathSchema)
 	abort := policyFunc(func(context.Context, policy.Request, projector.View) (policy.Decision, error) {
-		return policy.Decision{Outcome: policy.Abort, Reason: "tried to delete the root"}, nil
+		return policy.Decision{Outcome: events.Abort, Reason: "tried to delete the root"}, nil
 	})
 	d := newDriver(t, log, abort, del, done())
 	r := create(t, d, "abort")
@@ -424,7 +424,7 @@ func TestDriver_RequireApprovalPausesRun(t *testing.T) {
 }
 
 func TestPolicy_UnknownOutcomeFailsLoopAndResume(t *testing.T) {
-	for _, outcome := range []policy.Outcome{"", "maybe", "ALLOW", "allow "} {
+	for _, outcome := range []events.Outcome{"", "maybe", "ALLOW", "allow "} {
 		t.Run(fmt.Sprintf("%q in the loop", outcome), func(t *testing.T) {
 			env := testkit.JetStream(t)
 			log := env.Log(t, events.Config{})
@@ -488,7 +488,7 @@ func TestPolicy_ErrorFailsRun(t *testing.T) {
 	errRules := errors.New("rules file unreadable")
 	p := policyFunc(func(context.Context, policy.Request, projector.View) (policy.Decision, error) {
 		// An error wins even over an allow returned beside it.
-		return policy.Decision{Outcome: policy.Allow}, errRules
+		return policy.Decision{Outcome: events.Allow}, errRules
 	})
 	d := newDriver(t, log, policy.WithID(p, "rules v1"), write)
 	r := create(t, d, "err")
@@ -525,7 +525,7 @@ func TestDriver_UnusablePolicyJSONFailsWithoutExecuting(t *testing.T) {
 			log := env.Log(t, events.Config{})
 			send := testkit.NewLedger("send", events.RemoteMutation, toSchema)
 			p := policyFunc(func(context.Context, policy.Request, projector.View) (policy.Decision, error) {
-				return policy.Decision{Outcome: policy.RequireApproval, Reason: "hand-built", Approval: &policy.Approval{
+				return policy.Decision{Outcome: events.RequireApproval, Reason: "hand-built", Approval: &policy.Approval{
 					Kind: "send_check", Capability: tc.capability, Presentation: tc.presentation,
 				}}, nil
 			})
@@ -551,7 +551,7 @@ func TestDriver_UnusablePolicyJSONFailsWithoutExecuting(t *testing.T) {
 		log := env.Log(t, events.Config{})
 		send := testkit.NewLedger("send", events.RemoteMutation, toSchema)
 		p := policyFunc(func(context.Context, policy.Request, projector.View) (policy.Decision, error) {
-			return policy.Decision{Outcome: policy.RequireApproval}, nil
+			return policy.Decision{Outcome: events.RequireApproval}, nil
 		})
 		d := newDriver(t, log, p, send)
 		r := create(t, d, "kindless")
@@ -964,7 +964,7 @@ func TestDriver_AllowedStepIsTwoEventsAndRunsAfterTheFirst(t *testing.T) {
 	}
 	last := atRun[len(atRun)-1].Event
 	pb, ok, err := events.PolicyResult(last)
-	if err != nil || !ok || last.Kind != events.StepDecided || pb.Outcome != string(policy.Allow) || pb.Step != 1 {
+	if err != nil || !ok || last.Kind != events.StepDecided || pb.Outcome != events.Allow || pb.Step != 1 {
 		t.Fatalf("when the tool ran, the last event was %s (result %+v %v %v), want step 1's decision carrying its allow", last.Kind, pb, ok, err)
 	}
 	recs := records(t, log, "two")
@@ -975,7 +975,7 @@ func TestDriver_AllowedStepIsTwoEventsAndRunsAfterTheFirst(t *testing.T) {
 	// The step's recorded time is the one the policy saw it at: the
 	// view's step holds the decision's event time.
 	v := r.View()
-	if s := v.Step(1); s == nil || !s.Decided.Equal(recs[1].Event.Time) || s.Policy == nil || s.Policy.Outcome != string(policy.Allow) {
+	if s := v.Step(1); s == nil || !s.Decided.Equal(recs[1].Event.Time) || s.Policy == nil || s.Policy.Outcome != events.Allow {
 		t.Errorf("step 1 in the view: %+v, want decided at %v with its allow", s, recs[1].Event.Time)
 	}
 }

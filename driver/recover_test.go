@@ -23,7 +23,7 @@ func crashAfterAllow(t *testing.T, d *driver.Driver, run, tool, raw string) {
 	appendEvent(t, log, run, events.RunCreated, events.RunCreatedBody{Tools: d.Tools(), Limits: driver.DefaultLimits, Agent: "test"})
 	appendEvent(t, log, run, events.StepDecided, events.StepDecidedBody{Step: 1, Tool: tool, Args: raw})
 	appendEvent(t, log, run, events.StepPolicy, events.PolicyBody{
-		Step: 1, Outcome: string(policy.Allow), Reason: "allowed before the crash", PolicyID: "rules v1",
+		Step: 1, Outcome: events.Allow, Reason: "allowed before the crash", PolicyID: "rules v1",
 		Args: canon(t, raw), ToolHash: spec(t, d, tool).Hash,
 	})
 }

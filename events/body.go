@@ -183,10 +183,10 @@ const (
 
 // PolicyBody is the body of [StepPolicy] and [ApprovalRequested].
 type PolicyBody struct {
-	Step     int    `json:"step"`
-	Outcome  string `json:"outcome"`
-	Reason   string `json:"reason,omitempty"`
-	PolicyID string `json:"policy_id,omitempty"`
+	Step     int     `json:"step"`
+	Outcome  Outcome `json:"outcome"`
+	Reason   string  `json:"reason,omitempty"`
+	PolicyID string  `json:"policy_id,omitempty"`
 	// Args is the request's arguments in PolicyJSON form, as the policy was
 	// handed them.
 	Args json.RawMessage `json:"args,omitempty"`
@@ -212,7 +212,7 @@ type ShadowBody struct {
 	PolicyID string `json:"policy_id"`
 	// Outcome is one of the four, or [OutcomeError] when the candidate
 	// failed (its error in Reason).
-	Outcome      string       `json:"outcome"`
+	Outcome      Outcome      `json:"outcome"`
 	Reason       string       `json:"reason,omitempty"`
 	ApprovalKind string       `json:"approval_kind,omitempty"`
 	Parts        []PolicyPart `json:"parts,omitempty"`
@@ -220,9 +220,9 @@ type ShadowBody struct {
 
 // PolicyPart is one member's or rule's share of a recorded policy result.
 type PolicyPart struct {
-	ID      string `json:"id"`
-	Outcome string `json:"outcome"`
-	Reason  string `json:"reason,omitempty"`
+	ID      string  `json:"id"`
+	Outcome Outcome `json:"outcome"`
+	Reason  string  `json:"reason,omitempty"`
 	// Code is a machine-readable reason ("REFUND_TOO_LARGE").
 	Code string `json:"code,omitempty"`
 	// Mode is how a rule was enforced (block, confirm, warn, audit); a warn
@@ -346,11 +346,6 @@ const (
 	ReasonAgentError       = "agent_error"
 	ReasonBudgetExceeded   = "budget_exceeded"
 )
-
-// OutcomeError is the outcome recorded for a policy evaluation the runtime
-// could not use: the policy returned an error, an outcome outside the four,
-// or approval JSON that fails the boundary.
-const OutcomeError = "error"
 
 // EndBody is the body of [RunFinished], [RunFailed] and [RunCancelled].
 type EndBody struct {

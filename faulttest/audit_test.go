@@ -198,7 +198,7 @@ func runFacts(run string, v projector.View, recs []events.Record) (map[callKey]*
 			if f == nil {
 				return nil, fmt.Errorf("run %s: policy result for step %d, which has no decision", run, b.Step)
 			}
-			if b.Outcome == projector.Allow || b.Consumes != "" {
+			if b.Outcome == events.Allow || b.Consumes != "" {
 				f.allows++
 				f.args = string(b.Args)
 			}

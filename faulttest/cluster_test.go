@@ -67,7 +67,7 @@ func TestCluster_StreamLeaderLossLosesNothing(t *testing.T) {
 	work := newOnceTool("work", false)
 	done := newOnceTool("done", true)
 	tools := []driver.Tool{work, done}
-	pol := policy.WithID(policy.SideEffectPolicy{events.LocalMutation: policy.Allow}, "cluster-allow")
+	pol := policy.WithID(policy.SideEffectPolicy{events.LocalMutation: events.Allow}, "cluster-allow")
 	agent := driver.AgentFunc(func(_ context.Context, in driver.StepInput) (driver.Decision, error) {
 		n := in.Steps.Len() + 1
 		args := fmt.Sprintf(`{"run":%q,"step":%d}`, in.Run.ID, n)

@@ -136,8 +136,8 @@ const allowAllID = "faulttest-allow-all"
 
 func allowAll() policy.Policy {
 	return policy.WithID(policy.SideEffectPolicy{
-		events.ReadOnly: policy.Allow, events.LocalMutation: policy.Allow,
-		events.RemoteMutation: policy.Allow, events.Destructive: policy.Allow,
+		events.ReadOnly: events.Allow, events.LocalMutation: events.Allow,
+		events.RemoteMutation: events.Allow, events.Destructive: events.Allow,
 	}, allowAllID)
 }
 

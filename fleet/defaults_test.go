@@ -86,10 +86,10 @@ func ledgerStep(t *testing.T, d *driver.Driver, run string) (projector.View, str
 	}
 	for _, p := range s.Policy.Parts {
 		if p.Code != "" {
-			return v, s.Policy.Outcome + " " + p.Code
+			return v, string(s.Policy.Outcome) + " " + p.Code
 		}
 	}
-	return v, s.Policy.Outcome
+	return v, string(s.Policy.Outcome)
 }
 
 // TestFleet_AgentDefaultActorDecidesTheRule: a worker's config gives two

@@ -25,7 +25,7 @@ func (bomb) Evaluate(_ context.Context, req policy.Request, _ projector.View) (p
 	if req.Tool.Name == "boom" {
 		panic("the policy blew up on " + req.Run)
 	}
-	return policy.Decision{Outcome: policy.Allow, Reason: "fine"}, nil
+	return policy.Decision{Outcome: events.Allow, Reason: "fine"}, nil
 }
 
 func (bomb) PolicyID() string { return "bomb v1" }

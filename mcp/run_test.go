@@ -27,8 +27,8 @@ import (
 
 // fsPolicy is the example's: reads run, writes wait for an operator.
 var fsPolicy = policy.WithID(policy.SideEffectPolicy{
-	events.ReadOnly:    policy.Allow,
-	events.Destructive: policy.RequireApproval,
+	events.ReadOnly:    events.Allow,
+	events.Destructive: events.RequireApproval,
 }, "mcp example: reads allowed, writes need approval")
 
 // worker is one worker's driver over its own connection to the servers.
@@ -187,7 +187,7 @@ func TestDriver_ServerKilledMidWriteWaitsForOperator(t *testing.T) {
 	log := testkit.JetStream(t).Log(t, events.Config{})
 	s := connect(t, cfg, lock, mcp.Options{MinBackoff: 50 * time.Millisecond})
 	hang := s.Tools()[0]
-	p := policy.WithID(policy.SideEffectPolicy{events.LocalMutation: policy.Allow}, "writes allowed")
+	p := policy.WithID(policy.SideEffectPolicy{events.LocalMutation: events.Allow}, "writes allowed")
 	_, ops := newOperator(t)
 	d, err := driver.New(driver.Config{Log: log, Policy: p, Tools: []driver.Tool{hang}, Operators: ops})
 	if err != nil {

@@ -29,7 +29,7 @@ func TestDriver_ToolChangedWhileRunningIsWithheldAndRecorded(t *testing.T) {
 	s := connect(t, cfg, lockBefore, mcp.Options{OnChange: rec.add})
 	log := testkit.JetStream(t).Log(t, events.Config{})
 	tools := append(s.Tools(), testkit.NewLedger("finish", events.ReadOnly, testkit.AnyObject).Terminal())
-	allow := policy.SideEffectPolicy{events.ReadOnly: policy.Allow, events.LocalMutation: policy.Allow}
+	allow := policy.SideEffectPolicy{events.ReadOnly: events.Allow, events.LocalMutation: events.Allow}
 	d, err := driver.New(driver.Config{Log: log, Policy: allow, Tools: tools, Withheld: s.Withheld})
 	if err != nil {
 		t.Fatal(err)

@@ -27,7 +27,7 @@ type quotePolicy struct{}
 
 func (quotePolicy) Evaluate(_ context.Context, req policy.Request, _ projector.View) (policy.Decision, error) {
 	if req.Tool.Name != "send" {
-		return policy.Decision{Outcome: policy.Allow}, nil
+		return policy.Decision{Outcome: events.Allow}, nil
 	}
 	var a struct{ Note string }
 	_ = json.Unmarshal(req.Args, &a)

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/arbiter-run/arbiter/events"
 	"github.com/arbiter-run/arbiter/jsonform"
 )
 
@@ -25,7 +26,7 @@ func NeedApproval(kind, reason string, capability, presentation any) (Decision, 
 	if err != nil {
 		return Decision{}, fmt.Errorf("need approval %q: presentation: %w", kind, err)
 	}
-	return Decision{Outcome: RequireApproval, Reason: reason, Approval: &Approval{Kind: kind, Capability: c, Presentation: p}}, nil
+	return Decision{Outcome: events.RequireApproval, Reason: reason, Approval: &Approval{Kind: kind, Capability: c, Presentation: p}}, nil
 }
 
 func approvalJSON(v any) (json.RawMessage, error) {

@@ -19,7 +19,7 @@ import (
 // take their answer from [Ask].
 type Verdict struct {
 	// Outcome is one of the four, or "" when Err is set.
-	Outcome Outcome
+	Outcome events.Outcome
 	Reason  string
 	// Approval is set for [RequireApproval]: its kind and reason, its
 	// capability and presentation in PolicyJSON form (a missing one is
@@ -58,7 +58,7 @@ func Ask(ctx context.Context, p Policy, req Request, view projector.View) Verdic
 		return fail("%v", err)
 	case !dec.Outcome.Valid():
 		return fail("outcome %q (want allow, deny, abort or require_approval)", dec.Outcome)
-	case dec.Outcome != RequireApproval:
+	case dec.Outcome != events.RequireApproval:
 		return Verdict{Outcome: dec.Outcome, Reason: dec.Reason, Parts: dec.Parts}
 	}
 	a := dec.Approval
@@ -74,7 +74,7 @@ func Ask(ctx context.Context, p Policy, req Request, view projector.View) Verdic
 		return fail("approval %q presentation: %v", a.Kind, err)
 	}
 	return Verdict{
-		Outcome: RequireApproval, Reason: dec.Reason, ExpiresIn: a.ExpiresIn, Parts: dec.Parts,
+		Outcome: events.RequireApproval, Reason: dec.Reason, ExpiresIn: a.ExpiresIn, Parts: dec.Parts,
 		Approval: &events.ApprovalRequest{
 			Kind: a.Kind, Reason: dec.Reason, Capability: capability, Presentation: presentation,
 			Hash: approvals.Hash(a.Kind, capability, presentation, req.Tool, req.Args),

@@ -97,7 +97,7 @@ func (c *Composed) Evaluate(ctx context.Context, req Request, view projector.Vie
 	parts := make([]events.PolicyPart, 0, n)
 	for i, m := range c.members {
 		d := ds[i]
-		parts = append(parts, events.PolicyPart{ID: m.PolicyID(), Outcome: string(d.Outcome), Reason: d.Reason})
+		parts = append(parts, events.PolicyPart{ID: m.PolicyID(), Outcome: d.Outcome, Reason: d.Reason})
 		prefix := c.prefixes[i]
 		for _, p := range d.Parts {
 			p.ID = prefix + p.ID
@@ -107,25 +107,25 @@ func (c *Composed) Evaluate(ctx context.Context, req Request, view projector.Vie
 			dd := d
 			win, winID = &dd, m.PolicyID()
 		}
-		if d.Outcome == RequireApproval && ask == nil {
+		if d.Outcome == events.RequireApproval && ask == nil {
 			dd := d
 			ask = &dd
 		}
 	}
 	out := Decision{Outcome: win.Outcome, Reason: winID + ": " + win.Reason, Parts: parts}
-	if out.Outcome == RequireApproval {
+	if out.Outcome == events.RequireApproval {
 		out.Approval = ask.Approval
 	}
 	return out, nil
 }
 
-func strength(o Outcome) int {
+func strength(o events.Outcome) int {
 	switch o {
-	case Abort:
+	case events.Abort:
 		return 4
-	case Deny:
+	case events.Deny:
 		return 3
-	case RequireApproval:
+	case events.RequireApproval:
 		return 2
 	}
 	return 1

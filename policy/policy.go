@@ -20,27 +20,6 @@ import (
 	"github.com/arbiter-run/arbiter/projector"
 )
 
-// Outcome is what a policy answers. The set is closed: anything else, the
-// empty outcome included, fails the run as internal_error with nothing run.
-type Outcome string
-
-// The four outcomes.
-const (
-	Allow           Outcome = projector.Allow
-	Deny            Outcome = projector.Deny
-	Abort           Outcome = projector.Abort
-	RequireApproval Outcome = projector.RequireApproval
-)
-
-// Valid reports whether o is one of the four outcomes.
-func (o Outcome) Valid() bool {
-	switch o {
-	case Allow, Deny, Abort, RequireApproval:
-		return true
-	}
-	return false
-}
-
 // Request is the tool call a policy decides on. Args and Tool.Schema are in
 // PolicyJSON form, the same bytes in the loop, on resume and in replay.
 type Request struct {
@@ -73,7 +52,7 @@ type Approval struct {
 
 // Decision is a policy's answer.
 type Decision struct {
-	Outcome  Outcome
+	Outcome  events.Outcome
 	Reason   string
 	Approval *Approval
 	// Parts, when set, is recorded with the result: what each member of a

@@ -11,7 +11,7 @@ import (
 // SideEffectPolicy decides by the side-effect class a tool declared: a map
 // from class to outcome. A class with no entry is denied. It has no id; wrap
 // it with [WithID] to make its decisions re-checkable.
-type SideEffectPolicy map[string]Outcome
+type SideEffectPolicy map[string]events.Outcome
 
 var _ Policy = SideEffectPolicy(nil)
 
@@ -19,10 +19,10 @@ var _ Policy = SideEffectPolicy(nil)
 // allowed, remote changes need an operator, destructive calls are denied.
 func DefaultSideEffects() SideEffectPolicy {
 	return SideEffectPolicy{
-		events.ReadOnly:       Allow,
-		events.LocalMutation:  Allow,
-		events.RemoteMutation: RequireApproval,
-		events.Destructive:    Deny,
+		events.ReadOnly:       events.Allow,
+		events.LocalMutation:  events.Allow,
+		events.RemoteMutation: events.RequireApproval,
+		events.Destructive:    events.Deny,
 	}
 }
 
@@ -36,10 +36,10 @@ func (p SideEffectPolicy) Evaluate(_ context.Context, req Request, _ projector.V
 	class := req.Tool.SideEffect
 	o, ok := p[class]
 	if !ok {
-		return Decision{Outcome: Deny, Reason: fmt.Sprintf("side-effect class %q has no policy entry", class)}, nil
+		return Decision{Outcome: events.Deny, Reason: fmt.Sprintf("side-effect class %q has no policy entry", class)}, nil
 	}
 	reason := fmt.Sprintf("%s tool %s", class, req.Tool.Name)
-	if o != RequireApproval {
+	if o != events.RequireApproval {
 		return Decision{Outcome: o, Reason: reason}, nil
 	}
 	capability := map[string]any{"tool": req.Tool.Name}

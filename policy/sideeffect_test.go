@@ -20,12 +20,12 @@ func request(class string) policy.Request {
 func TestSideEffectPolicy_DefaultMapsEachClass(t *testing.T) {
 	tests := []struct {
 		class string
-		want  policy.Outcome
+		want  events.Outcome
 	}{
-		{events.ReadOnly, policy.Allow},
-		{events.LocalMutation, policy.Allow},
-		{events.RemoteMutation, policy.RequireApproval},
-		{events.Destructive, policy.Deny},
+		{events.ReadOnly, events.Allow},
+		{events.LocalMutation, events.Allow},
+		{events.RemoteMutation, events.RequireApproval},
+		{events.Destructive, events.Deny},
 	}
 	p := policy.DefaultSideEffects()
 	for _, tt := range tests {
@@ -40,7 +40,7 @@ func TestSideEffectPolicy_DefaultMapsEachClass(t *testing.T) {
 			if dec.Reason == "" {
 				t.Errorf("outcome for %s has no reason", tt.class)
 			}
-			if got := dec.Approval != nil; got != (tt.want == policy.RequireApproval) {
+			if got := dec.Approval != nil; got != (tt.want == events.RequireApproval) {
 				t.Errorf("approval present = %v for %s, want %v", got, tt.class, !got)
 			}
 		})
@@ -53,8 +53,8 @@ func TestSideEffectPolicy_UnknownClassDenied(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Evaluate(%q): %v", class, err)
 		}
-		if dec.Outcome != policy.Deny {
-			t.Errorf("outcome for class %q = %q, want %q", class, dec.Outcome, policy.Deny)
+		if dec.Outcome != events.Deny {
+			t.Errorf("outcome for class %q = %q, want %q", class, dec.Outcome, events.Deny)
 		}
 	}
 }
@@ -62,31 +62,31 @@ func TestSideEffectPolicy_UnknownClassDenied(t *testing.T) {
 // TestSideEffectPolicy_MissingEntryDenied: a custom map that leaves a class
 // out denies it; it never falls open.
 func TestSideEffectPolicy_MissingEntryDenied(t *testing.T) {
-	p := policy.SideEffectPolicy{events.ReadOnly: policy.Allow}
+	p := policy.SideEffectPolicy{events.ReadOnly: events.Allow}
 	for _, class := range []string{events.LocalMutation, events.RemoteMutation, events.Destructive} {
 		dec, err := p.Evaluate(t.Context(), request(class), projector.View{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if dec.Outcome != policy.Deny {
-			t.Errorf("outcome for unmapped %s = %q, want %q", class, dec.Outcome, policy.Deny)
+		if dec.Outcome != events.Deny {
+			t.Errorf("outcome for unmapped %s = %q, want %q", class, dec.Outcome, events.Deny)
 		}
 	}
 	var empty policy.SideEffectPolicy
 	dec, err := empty.Evaluate(t.Context(), request(events.ReadOnly), projector.View{})
-	if err != nil || dec.Outcome != policy.Deny {
-		t.Errorf("nil SideEffectPolicy = %q, %v, want %q", dec.Outcome, err, policy.Deny)
+	if err != nil || dec.Outcome != events.Deny {
+		t.Errorf("nil SideEffectPolicy = %q, %v, want %q", dec.Outcome, err, events.Deny)
 	}
 }
 
 func TestSideEffectPolicy_CustomMapping(t *testing.T) {
-	p := policy.SideEffectPolicy{events.Destructive: policy.Abort, events.ReadOnly: policy.RequireApproval}
+	p := policy.SideEffectPolicy{events.Destructive: events.Abort, events.ReadOnly: events.RequireApproval}
 	dec, err := p.Evaluate(t.Context(), request(events.Destructive), projector.View{})
-	if err != nil || dec.Outcome != policy.Abort {
-		t.Errorf("destructive under a custom map = %q, %v, want %q", dec.Outcome, err, policy.Abort)
+	if err != nil || dec.Outcome != events.Abort {
+		t.Errorf("destructive under a custom map = %q, %v, want %q", dec.Outcome, err, events.Abort)
 	}
 	dec, err = p.Evaluate(t.Context(), request(events.ReadOnly), projector.View{})
-	if err != nil || dec.Outcome != policy.RequireApproval || dec.Approval == nil || dec.Approval.Kind != events.ReadOnly {
+	if err != nil || dec.Outcome != events.RequireApproval || dec.Approval == nil || dec.Approval.Kind != events.ReadOnly {
 		t.Errorf("read_only under a custom map = %+v, %v, want require_approval of kind read_only", dec, err)
 	}
 }

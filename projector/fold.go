@@ -13,14 +13,6 @@ import (
 // that does not exist. A run whose events do not fold is never driven.
 var ErrFold = errors.New("event does not fold")
 
-// Outcomes as recorded in policy results.
-const (
-	Allow           = "allow"
-	Deny            = "deny"
-	Abort           = "abort"
-	RequireApproval = "require_approval"
-)
-
 // Fold folds evs, a run's events from its first on, into a view.
 func Fold(evs ...events.Event) (View, error) {
 	var v View
@@ -149,7 +141,7 @@ func (v *View) decided(e events.Event, b events.StepDecidedBody) error {
 			return v.errf(e, "step %d decided with the policy result of step %d", b.Step, pb.Step)
 		case pb.Approval != nil || pb.Consumes != "" || pb.Resume || pb.Origin != events.OriginPolicy:
 			return v.errf(e, "a decision's own policy result asks for, consumes or resumes an approval, or is not the policy's")
-		case pb.Outcome != Allow && pb.Outcome != Deny && pb.Outcome != Abort:
+		case pb.Outcome != events.Allow && pb.Outcome != events.Deny && pb.Outcome != events.Abort:
 			return v.errf(e, "a decision's own policy result has outcome %q", pb.Outcome)
 		case b.Oversize != nil:
 			return v.errf(e, "an oversize decision carries a policy result: it is never shown to the policy")
@@ -182,10 +174,10 @@ func (v *View) policy(e events.Event, b events.PolicyBody) error {
 	}
 	wantApproval := e.Kind == events.ApprovalRequested
 	switch {
-	case wantApproval && (b.Outcome != RequireApproval || b.Approval == nil):
+	case wantApproval && (b.Outcome != events.RequireApproval || b.Approval == nil):
 		return v.errf(e, "approval request with outcome %q and approval %v", b.Outcome, b.Approval != nil)
-	case !wantApproval && b.Outcome != Allow && b.Outcome != Deny && b.Outcome != Abort &&
-		!(b.Outcome == RequireApproval && b.Consumes != ""):
+	case !wantApproval && b.Outcome != events.Allow && b.Outcome != events.Deny && b.Outcome != events.Abort &&
+		!(b.Outcome == events.RequireApproval && b.Consumes != ""):
 		return v.errf(e, "policy result with outcome %q", b.Outcome)
 	}
 	var consumed *Approval
@@ -217,9 +209,9 @@ func (v *View) policy(e events.Event, b events.PolicyBody) error {
 			Origin: b.Origin, State: Pending, Requested: e.Time,
 		})
 		v.Run.Status, v.Run.Reason = Waiting, b.Approval.Kind
-	case b.Outcome == Deny:
+	case b.Outcome == events.Deny:
 		v.observe(s, events.ObservedBody{Step: b.Step, Kind: events.ObsPolicyDenied, Content: fmt.Sprintf("%s: %s", s.Decision.Tool, b.Reason)})
-	case b.Outcome == Abort:
+	case b.Outcome == events.Abort:
 		v.Run.Status, v.Run.Reason, v.Run.Detail = Failed, events.ReasonPolicyAbort, b.Reason
 	}
 	return nil

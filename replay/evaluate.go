@@ -107,7 +107,7 @@ func (c *checker) recheck(ctx context.Context, st *runState, e events.Event, seq
 	if b.Consumes != "" {
 		if a := st.view.Approval(b.Consumes); a != nil {
 			grantHash = a.Hash
-			if b.Outcome == projector.RequireApproval {
+			if b.Outcome == events.RequireApproval {
 				res.Recorded.Approval = recordedApproval(&a.ApprovalRequest)
 			}
 		}
@@ -200,13 +200,13 @@ func (c *checker) replay(ctx context.Context, req policy.Request, view projector
 	v := policy.Ask(ctx, c.policy, req, view) // view is the caller's policyView
 	switch {
 	case v.Err != nil:
-		return Decision{Outcome: OutcomeError, Reason: v.Err.Error()}
+		return Decision{Outcome: events.OutcomeError, Reason: v.Err.Error()}
 	case v.Approval != nil:
-		return Decision{Outcome: string(v.Outcome), Reason: v.Reason, Approval: &Approval{
+		return Decision{Outcome: v.Outcome, Reason: v.Reason, Approval: &Approval{
 			Kind: v.Approval.Kind, Capability: v.Approval.Capability, Presentation: v.Approval.Presentation, Hash: v.Approval.Hash,
 		}}
 	}
-	return Decision{Outcome: string(v.Outcome), Reason: v.Reason}
+	return Decision{Outcome: v.Outcome, Reason: v.Reason}
 }
 
 // compare says whether rep decides as rec did and, if not, which way it
@@ -217,7 +217,7 @@ func compare(rec, rep Decision, grantHash string) (Verdict, Change) {
 	if rec.Outcome == rep.Outcome && rec.Reason == rep.Reason && approvalHash(rec) == approvalHash(rep) {
 		return Same, ""
 	}
-	if rec.Outcome == OutcomeError && rep.Outcome == OutcomeError {
+	if rec.Outcome == events.OutcomeError && rep.Outcome == events.OutcomeError {
 		// Both fail the run closed; an error's text is not a decision.
 		return Same, ""
 	}
@@ -232,7 +232,7 @@ func compare(rec, rep Decision, grantHash string) (Verdict, Change) {
 }
 
 func approvalHash(d Decision) string {
-	if d.Outcome != projector.RequireApproval || d.Approval == nil {
+	if d.Outcome != events.RequireApproval || d.Approval == nil {
 		return ""
 	}
 	return d.Approval.Hash
@@ -242,9 +242,9 @@ func approvalHash(d Decision) string {
 // if a person says so (1), does not run (0).
 func rank(d Decision, grantHash string) int {
 	switch d.Outcome {
-	case projector.Allow:
+	case events.Allow:
 		return 2
-	case projector.RequireApproval:
+	case events.RequireApproval:
 		if grantHash != "" && approvalHash(d) == grantHash {
 			return 2
 		}

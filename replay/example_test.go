@@ -27,18 +27,18 @@ func (p writeBudget) PolicyID() string { return fmt.Sprintf("write-budget v1 max
 func (p writeBudget) Evaluate(_ context.Context, req policy.Request, view projector.View) (policy.Decision, error) {
 	switch req.Tool.SideEffect {
 	case events.ReadOnly:
-		return policy.Decision{Outcome: policy.Allow, Reason: "reads are free"}, nil
+		return policy.Decision{Outcome: events.Allow, Reason: "reads are free"}, nil
 	case events.LocalMutation:
 		writes := 0
 		for s := range view.Steps.All() {
-			if s.Policy != nil && s.Policy.Outcome == projector.Allow && s.Decision.Tool == req.Tool.Name {
+			if s.Policy != nil && s.Policy.Outcome == events.Allow && s.Decision.Tool == req.Tool.Name {
 				writes++
 			}
 		}
 		if writes >= p.Max {
-			return policy.Decision{Outcome: policy.Deny, Reason: fmt.Sprintf("write budget of %d spent", p.Max)}, nil
+			return policy.Decision{Outcome: events.Deny, Reason: fmt.Sprintf("write budget of %d spent", p.Max)}, nil
 		}
-		return policy.Decision{Outcome: policy.Allow, Reason: "within the write budget"}, nil
+		return policy.Decision{Outcome: events.Allow, Reason: "within the write budget"}, nil
 	}
 	return policy.NeedApproval(req.Tool.SideEffect, "needs an operator", nil, nil)
 }

@@ -52,7 +52,7 @@ func TestCheck_FailedEvaluationIsRechecked(t *testing.T) {
 	if got == nil {
 		t.Fatalf("the failed evaluation of step 2 was not reported:\n%s", diff.text())
 	}
-	if got.Recorded.Outcome != replay.OutcomeError || got.Verdict != replay.Different || got.Change != replay.Widens {
+	if got.Recorded.Outcome != events.OutcomeError || got.Verdict != replay.Different || got.Change != replay.Widens {
 		t.Errorf("step 2: recorded %s, verdict %s %s; want recorded error, different, widens (it now asks for approval)", got.Recorded.Outcome, got.Verdict, got.Change)
 	}
 }

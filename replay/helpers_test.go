@@ -48,7 +48,7 @@ func check(t *testing.T, log *events.Log, p policy.Policy, sel replay.Selection,
 }
 
 func decisionText(d replay.Decision) string {
-	s := d.Outcome
+	s := string(d.Outcome)
 	if d.Approval != nil {
 		s += fmt.Sprintf("(%s %.8s)", d.Approval.Kind, d.Approval.Hash)
 	}
@@ -145,7 +145,7 @@ func operators(t *testing.T, ns ...byte) approvals.Operators {
 
 // changed returns the baseline mapping with class mapped to o, under a new
 // id, and the options that compare it with the baseline.
-func changed(class string, o policy.Outcome) (policy.Policy, replay.Options) {
+func changed(class string, o events.Outcome) (policy.Policy, replay.Options) {
 	m := policy.DefaultSideEffects()
 	m[class] = o
 	return policy.WithID(m, "side-effects v2"), replay.Options{Baseline: baselineID}

@@ -37,7 +37,7 @@ func TestCompare_WidensAndNarrows(t *testing.T) {
 	allow := Decision{Outcome: "allow", Reason: "r"}
 	deny := Decision{Outcome: "deny", Reason: "r"}
 	abort := Decision{Outcome: "abort", Reason: "r"}
-	fail := Decision{Outcome: OutcomeError, Reason: "r"}
+	fail := Decision{Outcome: events.OutcomeError, Reason: "r"}
 	ask := func(hash string) Decision {
 		return Decision{Outcome: "require_approval", Reason: "r", Approval: &Approval{Kind: "k", Hash: hash}}
 	}

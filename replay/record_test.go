@@ -213,7 +213,7 @@ func recordFleet(t *testing.T) [][]byte {
 // and echo, by a policy with none.
 func recordOtherPolicies(t *testing.T) [][]byte {
 	r := newRecorder(t)
-	rules := policy.SideEffectPolicy{events.ReadOnly: policy.Allow, events.LocalMutation: policy.Deny, events.RemoteMutation: policy.Deny, events.Destructive: policy.Abort}
+	rules := policy.SideEffectPolicy{events.ReadOnly: events.Allow, events.LocalMutation: events.Deny, events.RemoteMutation: events.Deny, events.Destructive: events.Abort}
 	r.drive(r.driver(policy.WithID(rules, "rules v7"), nil), "delta",
 		call("read_file", `{"path": "a"}`),
 		call("write_file", `{"path": "a", "text": "b"}`),
@@ -256,7 +256,7 @@ func recordGrants(t *testing.T) [][]byte {
 	r.append("golf", events.RunCreated, events.RunCreatedBody{Tools: d.Tools(), Limits: driver.DefaultLimits, Agent: "script"})
 	r.append("golf", events.StepDecided, events.StepDecidedBody{Step: 1, Tool: spec.Name, Args: string(args)})
 	r.append("golf", events.StepPolicy, events.PolicyBody{
-		Step: 1, Outcome: string(policy.Allow), Reason: "local_mutation tool write_file", PolicyID: baselineID, Args: args, ToolHash: spec.Hash,
+		Step: 1, Outcome: events.Allow, Reason: "local_mutation tool write_file", PolicyID: baselineID, Args: args, ToolHash: spec.Hash,
 	})
 	r.drive(d, "golf")
 
@@ -264,7 +264,7 @@ func recordGrants(t *testing.T) [][]byte {
 	r.append("hotel", events.RunCreated, events.RunCreatedBody{Tools: d.Tools(), Agent: "script"})
 	r.append("hotel", events.StepDecided, events.StepDecidedBody{Step: 1, Tool: "read_file", Args: `{"path":"x"}`})
 	r.append("hotel", events.StepPolicy, events.PolicyBody{
-		Step: 1, Outcome: string(policy.Allow), Reason: "read_only tool read_file", PolicyID: baselineID,
+		Step: 1, Outcome: events.Allow, Reason: "read_only tool read_file", PolicyID: baselineID,
 		Args: json.RawMessage(`{"path":"x"}`), ToolHash: unknownSpec,
 	})
 	r.append("hotel", events.StepObserved, events.ObservedBody{Step: 1, Kind: events.ObsResult, Content: "ok"})

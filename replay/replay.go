@@ -107,11 +107,6 @@ const (
 	Changed Change = "changed"
 )
 
-// OutcomeError is the replayed outcome when the policy returned an error, an
-// outcome outside the four, or an approval the runtime could not record (the
-// runtime would fail the run as internal_error, running nothing).
-const OutcomeError = events.OutcomeError
-
 // Cause says why an evaluation is [NotCheckable].
 type Cause string
 
@@ -151,9 +146,9 @@ type Approval struct {
 // Decision is one policy answer, recorded or replayed.
 type Decision struct {
 	// Outcome is allow, deny, abort, require_approval, or [OutcomeError].
-	Outcome  string    `json:"outcome"`
-	Reason   string    `json:"reason,omitempty"`
-	Approval *Approval `json:"approval,omitempty"`
+	Outcome  events.Outcome `json:"outcome"`
+	Reason   string         `json:"reason,omitempty"`
+	Approval *Approval      `json:"approval,omitempty"`
 }
 
 // Result is one recorded policy evaluation and how it re-checked.

@@ -40,13 +40,13 @@ func TestCheck_OneRuleChangeReportedAtExactlyItsSteps(t *testing.T) {
 	tests := []struct {
 		name    string
 		class   string
-		outcome policy.Outcome
+		outcome events.Outcome
 		golden  string
 		// want says the change expected of an evaluation of the class.
 		want func(evaluation) replay.Change
 	}{
 		{
-			name: "remote mutation allowed widens", class: events.RemoteMutation, outcome: policy.Allow, golden: "widen.golden",
+			name: "remote mutation allowed widens", class: events.RemoteMutation, outcome: events.Allow, golden: "widen.golden",
 			want: func(ev evaluation) replay.Change {
 				if ev.body.Consumes != "" {
 					return replay.Changed // the granted call ran before as well
@@ -55,11 +55,11 @@ func TestCheck_OneRuleChangeReportedAtExactlyItsSteps(t *testing.T) {
 			},
 		},
 		{
-			name: "read only needing approval narrows", class: events.ReadOnly, outcome: policy.RequireApproval, golden: "narrow.golden",
+			name: "read only needing approval narrows", class: events.ReadOnly, outcome: events.RequireApproval, golden: "narrow.golden",
 			want: func(evaluation) replay.Change { return replay.Narrows },
 		},
 		{
-			name: "destructive aborting changes", class: events.Destructive, outcome: policy.Abort, golden: "abort.golden",
+			name: "destructive aborting changes", class: events.Destructive, outcome: events.Abort, golden: "abort.golden",
 			want: func(evaluation) replay.Change { return replay.Changed },
 		},
 	}
@@ -364,8 +364,8 @@ func TestCheck_PolicyPanicIsAnErrorOutcome(t *testing.T) {
 		t.Fatalf("results: got %d, want 1", len(r.results))
 	}
 	res := r.results[0]
-	if res.Replayed == nil || res.Replayed.Outcome != replay.OutcomeError || res.Change != replay.Narrows {
-		t.Errorf("got %s %s replayed %+v, want different narrows with outcome %q", res.Verdict, res.Change, res.Replayed, replay.OutcomeError)
+	if res.Replayed == nil || res.Replayed.Outcome != events.OutcomeError || res.Change != replay.Narrows {
+		t.Errorf("got %s %s replayed %+v, want different narrows with outcome %q", res.Verdict, res.Change, res.Replayed, events.OutcomeError)
 	}
 }
 
@@ -543,12 +543,12 @@ func TestCheck_LogsFromBeforeCarriedResults(t *testing.T) {
 	if r.sum.Same != len(evs) || r.sum.Evaluations != len(evs) || !r.sum.Clean() {
 		t.Errorf("same %d of %d evaluations (want all %d), summary %+v", r.sum.Same, r.sum.Evaluations, len(evs), r.sum)
 	}
-	p, opts := changed(events.RemoteMutation, policy.Allow)
+	p, opts := changed(events.RemoteMutation, events.Allow)
 	opts.Operators = operators(t, 1)
 	r = check(t, load(t, lines), p, replay.Selection{}, opts)
 	want := 0
 	for _, ev := range evs {
-		if ev.class == events.RemoteMutation && ev.body.Consumes == "" && ev.body.Outcome == string(policy.RequireApproval) {
+		if ev.class == events.RemoteMutation && ev.body.Consumes == "" && ev.body.Outcome == events.RequireApproval {
 			want++
 		}
 	}

@@ -88,10 +88,10 @@ func (w *caseWindows) Take(_ context.Context, key string, max int64) (int64, boo
 // PastCall is an earlier call of the run: its tool, its outcome (default
 // allow) and how long before the case's request it was decided.
 type PastCall struct {
-	Tool    string `yaml:"tool"`
-	Outcome string `yaml:"outcome"`
-	Ago     string `yaml:"ago"`
-	Count   int    `yaml:"count"`
+	Tool    string         `yaml:"tool"`
+	Outcome events.Outcome `yaml:"outcome"`
+	Ago     string         `yaml:"ago"`
+	Count   int            `yaml:"count"`
 }
 
 // CaseResult is what one case came to.
@@ -143,7 +143,7 @@ func LoadCases(path string) (*Cases, error) {
 		}
 		switch cs.Phase {
 		case "", PhaseInvocation:
-			if !policy.Outcome(cs.Want).Valid() {
+			if !events.Outcome(cs.Want).Valid() {
 				return nil, fmt.Errorf("%w: %s:%d: case %q: want %q (want one of allow, deny, abort, require_approval)", ErrCases, path, cs.line, cs.Name, cs.Want)
 			}
 		case PhaseDiscovery:
@@ -244,7 +244,7 @@ func (cs Case) request(specs map[string]events.ToolSpec, tools []events.ToolSpec
 		}
 		outcome := h.Outcome
 		if outcome == "" {
-			outcome = projector.Allow
+			outcome = events.Allow
 		}
 		n := max(h.Count, 1)
 		for range n {

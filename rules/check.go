@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/arbiter-run/arbiter/events"
 )
 
 // Severities of a [Finding].
@@ -102,15 +104,15 @@ func (r *compiledRule) strength() int {
 	case ModeWarn, ModeAudit:
 		return 0
 	case ModeConfirm:
-		return rank("require_approval")
+		return rank(events.RequireApproval)
 	}
 	if r.spec.Action == "deny" {
 		if r.pol.spec.Enforcement.Abort {
-			return rank("abort")
+			return rank(events.Abort)
 		}
-		return rank("deny")
+		return rank(events.Deny)
 	}
-	return rank("allow")
+	return rank(events.Allow)
 }
 
 func (r *compiledRule) verdictName() string {

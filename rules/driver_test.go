@@ -49,7 +49,7 @@ func steps(r *driver.Run) []string {
 	for s := range v.Steps.All() {
 		line := s.Decision.Tool
 		if s.Policy != nil {
-			line += " " + s.Policy.Outcome
+			line += " " + string(s.Policy.Outcome)
 		}
 		if s.Observation != nil {
 			line += " " + s.Observation.Kind
@@ -114,7 +114,7 @@ func TestDriver_RefundLimitThroughTheRealLoop(t *testing.T) {
 	}
 	var ids []string
 	for _, part := range denied.Parts {
-		ids = append(ids, part.ID+"="+part.Outcome)
+		ids = append(ids, part.ID+"="+string(part.Outcome))
 	}
 	want := []string{"side-effects default=allow", p.Members()[1] + "=deny", "2 / refund-too-large/too-large=deny", "2 / refund-needs-manager/above-500=require_approval"}
 	if strings.Join(ids, " ") != strings.Join(want, " ") {

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/arbiter-run/arbiter/driver"
+	"github.com/arbiter-run/arbiter/events"
 	"github.com/arbiter-run/arbiter/policy"
 	"github.com/arbiter-run/arbiter/projector"
 )
@@ -44,7 +45,7 @@ const neverRun = "never"
 // failure. t also fails when the class has no tools, when n is not
 // positive or outcome is not one of the four, and for a tool where fewer than half the generated documents
 // pass its Check (the generator could not satisfy its schema).
-func Never(t testing.TB, p policy.Policy, tools []driver.Tool, class string, outcome policy.Outcome, n int, views ...projector.View) {
+func Never(t testing.TB, p policy.Policy, tools []driver.Tool, class string, outcome events.Outcome, n int, views ...projector.View) {
 	t.Helper()
 	switch {
 	case p == nil:

@@ -200,14 +200,14 @@ func (t *Tracer) ruled(ctx context.Context, e events.Event, b events.PolicyBody,
 	if s.policy.IsZero() {
 		s.policy = e.Time
 	}
-	s.outcome, s.policyID = b.Outcome, b.PolicyID
+	s.outcome, s.policyID = string(b.Outcome), b.PolicyID
 	if b.Approval != nil {
 		s.requested, s.approval = e.Time, b.Approval.ID
 	}
-	if b.Outcome == "allow" || b.Consumes != "" {
+	if b.Outcome == events.Allow || b.Consumes != "" {
 		s.allowed = e.Time
 	}
-	if b.Outcome == "deny" || b.Outcome == "abort" {
+	if b.Outcome == events.Deny || b.Outcome == events.Abort {
 		t.end(ctx, e.Run, b.Step, s, e.Time)
 	}
 }

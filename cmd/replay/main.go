@@ -173,10 +173,10 @@ func sideEffectPolicy(spec string) (policy.SideEffectPolicy, error) {
 			return nil, fmt.Errorf("--side-effects: entry %q is not class=outcome", entry)
 		case !slices.Contains(classes, class):
 			return nil, fmt.Errorf("--side-effects: unknown side-effect class %q (want one of %s)", class, strings.Join(classes, ", "))
-		case !policy.Outcome(outcome).Valid():
+		case !events.Outcome(outcome).Valid():
 			return nil, fmt.Errorf("--side-effects: %s=%s: unknown outcome %q (want allow, deny, abort or require_approval)", class, outcome, outcome)
 		}
-		p[class] = policy.Outcome(outcome)
+		p[class] = events.Outcome(outcome)
 	}
 	return p, nil
 }

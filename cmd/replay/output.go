@@ -142,7 +142,7 @@ func outcome(d replay.Decision) string {
 	if d.Approval != nil {
 		return fmt.Sprintf("%s(%s)", d.Outcome, d.Approval.Kind)
 	}
-	return d.Outcome
+	return string(d.Outcome)
 }
 
 // detail says what changed, or why nothing could be compared.

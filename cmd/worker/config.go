@@ -290,10 +290,10 @@ func (c Config) policyWith(w rules.Windows) (policy.Policy, error) {
 	if len(c.Policy.SideEffects) > 0 {
 		p = policy.SideEffectPolicy{}
 		for class, o := range c.Policy.SideEffects {
-			if !policy.Outcome(o).Valid() {
+			if !events.Outcome(o).Valid() {
 				return nil, fmt.Errorf("policy.side_effects.%s: outcome %q (want allow, deny, abort or require_approval)", class, o)
 			}
-			p[class] = policy.Outcome(o)
+			p[class] = events.Outcome(o)
 		}
 	}
 	id := c.Policy.ID

@@ -65,7 +65,7 @@ func (refunds) Evaluate(_ context.Context, req policy.Request, _ projector.View)
 	if a.Amount > 100 {
 		return policy.NeedApproval("large_refund", "refunds over 100 need an operator", a, a)
 	}
-	return policy.Decision{Outcome: policy.Allow, Reason: "a small refund"}, nil
+	return policy.Decision{Outcome: events.Allow, Reason: "a small refund"}, nil
 }
 
 // refunder is the agent: it asks for the refund its input names, then
