@@ -66,8 +66,8 @@ func TestNew_AcceptsEveryClassAndCompilesSchemas(t *testing.T) {
 	schema := `{ "type": "object",
 		"properties": { "b": {"type":"number"}, "a": {"type":"string"} } }`
 	var tools []driver.Tool
-	for _, c := range []string{events.ReadOnly, events.LocalMutation, events.RemoteMutation, events.Destructive} {
-		tools = append(tools, testkit.NewLedger("t_"+c, c, schema))
+	for _, c := range events.SideEffects {
+		tools = append(tools, testkit.NewLedger("t_"+string(c), c, schema))
 	}
 	d := newDriver(t, log, allowAll, tools...)
 	specs := d.Tools()

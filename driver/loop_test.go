@@ -239,7 +239,7 @@ func TestDriver_PolicyGetsPolicyJSON(t *testing.T) {
 	want := `{"a":"x&&y <z> é","b":1.50}`
 	agent := testkit.NewScript(testkit.Call("send", raw), testkit.Call("done", `{}`))
 	drive(t, d, r, agent)
-	wantEnd(t, r.View(), projector.Waiting, events.RemoteMutation)
+	wantEnd(t, r.View(), projector.Waiting, string(events.RemoteMutation))
 
 	grant(t, d, r, kp)
 	drive(t, d, r, agent)

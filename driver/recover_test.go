@@ -156,8 +156,8 @@ func TestRecover_SideEffectPausesOnInterruptedApproval(t *testing.T) {
 		grant(t, d, r, kp)
 		drive(t, d, r, agent)
 		wantCount(t, send, 0)
-		wantEnd(t, r.View(), projector.Waiting, events.RemoteMutation)
-		if got := pending(t, r); got.ID == first.ID || got.Kind != events.RemoteMutation {
+		wantEnd(t, r.View(), projector.Waiting, string(events.RemoteMutation))
+		if got := pending(t, r); got.ID == first.ID || got.Kind != string(events.RemoteMutation) {
 			t.Errorf("waiting on %s (%s), want the policy's own remote_mutation approval", got.ID, got.Kind)
 		}
 	})

@@ -10,13 +10,32 @@ import (
 	"github.com/arbiter-run/arbiter/jsonform"
 )
 
+// SideEffect is the class of effect a tool declares when it is registered
+// (what the built-in policy maps to an outcome), or [SideEffectNone] for a
+// model attempt.
+type SideEffect string
+
 // Side-effect classes a tool declares when it is registered.
 const (
-	ReadOnly       = "read_only"
-	LocalMutation  = "local_mutation"
-	RemoteMutation = "remote_mutation"
-	Destructive    = "destructive"
+	ReadOnly       SideEffect = "read_only"
+	LocalMutation  SideEffect = "local_mutation"
+	RemoteMutation SideEffect = "remote_mutation"
+	Destructive    SideEffect = "destructive"
 )
+
+// SideEffects lists the classes a tool may declare, from the mildest.
+var SideEffects = []SideEffect{ReadOnly, LocalMutation, RemoteMutation, Destructive}
+
+// Valid reports whether s is one of [SideEffects] ([SideEffectNone] is not:
+// no tool may declare it).
+func (s SideEffect) Valid() bool {
+	for _, c := range SideEffects {
+		if s == c {
+			return true
+		}
+	}
+	return false
+}
 
 // ToolSpec is a tool as recorded in a run: what the policy saw of it. Hash is
 // the SHA-256 (hex) of the spec's other fields in PolicyJSON form (see
@@ -26,7 +45,7 @@ type ToolSpec struct {
 	Name        string          `json:"name"`
 	Description string          `json:"description,omitempty"`
 	Schema      json.RawMessage `json:"schema"`
-	SideEffect  string          `json:"side_effect"`
+	SideEffect  SideEffect      `json:"side_effect"`
 	TimeoutMS   int64           `json:"timeout_ms"`
 	Terminal    bool            `json:"terminal,omitempty"`
 	// Pin is what the tool was reviewed as, when its definition comes from
@@ -397,7 +416,7 @@ func (u ModelUsage) Add(o ModelUsage) ModelUsage {
 // model again has no effect outside the run, so an attempt whose outcome
 // is unknown (its worker died) is charged and asked again, never
 // reconciled.
-const SideEffectNone = "none"
+const SideEffectNone SideEffect = "none"
 
 // ModelAttemptBody is the body of [ModelAttempted]. Call numbers a run's
 // model calls from 1 (a call is answered by one reply); Attempt numbers
@@ -408,7 +427,7 @@ type ModelAttemptBody struct {
 	Provider   string     `json:"provider"`
 	Model      string     `json:"model"`
 	Reserve    ModelUsage `json:"reserve"`
-	SideEffect string     `json:"side_effect"`
+	SideEffect SideEffect `json:"side_effect"`
 	// Limit is the budget the attempt was checked against (the agent's
 	// configured budget plus the raises granted so far, this attempt's
 	// included); zero: no budget.

@@ -100,7 +100,7 @@ func (f File) PolicyOf() (policy.Policy, error) {
 			if !events.Outcome(o).Valid() {
 				return nil, fmt.Errorf("policy.side_effects.%s: outcome %q (want allow, deny, abort or require_approval)", class, o)
 			}
-			p[class] = events.Outcome(o)
+			p[events.SideEffect(class)] = events.Outcome(o)
 		}
 	}
 	id := f.Policy.ID

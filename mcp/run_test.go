@@ -141,7 +141,7 @@ func TestDriver_FilesystemRunAcrossTwoWorkers(t *testing.T) {
 	}
 
 	a := grantPending(t, log, d2, "fs-run", kp)
-	if a.Step != 2 || a.Kind != events.Destructive {
+	if a.Step != 2 || a.Kind != string(events.Destructive) {
 		t.Errorf("approval: step %d kind %s, want step 2 destructive", a.Step, a.Kind)
 	}
 	r2, err := d2.Load(t.Context(), "fs-run")

@@ -11,7 +11,7 @@ import (
 // SideEffectPolicy decides by the side-effect class a tool declared: a map
 // from class to outcome. A class with no entry is denied. It has no id; wrap
 // it with [WithID] to make its decisions re-checkable.
-type SideEffectPolicy map[string]events.Outcome
+type SideEffectPolicy map[events.SideEffect]events.Outcome
 
 var _ Policy = SideEffectPolicy(nil)
 
@@ -43,5 +43,5 @@ func (p SideEffectPolicy) Evaluate(_ context.Context, req Request, _ projector.V
 		return Decision{Outcome: o, Reason: reason}, nil
 	}
 	capability := map[string]any{"tool": req.Tool.Name}
-	return NeedApproval(class, reason+" needs an operator", capability, capability)
+	return NeedApproval(string(class), reason+" needs an operator", capability, capability)
 }

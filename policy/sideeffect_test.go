@@ -9,7 +9,7 @@ import (
 	"github.com/arbiter-run/arbiter/projector"
 )
 
-func request(class string) policy.Request {
+func request(class events.SideEffect) policy.Request {
 	return policy.Request{
 		Run: "run-1", Step: 1,
 		Tool: events.ToolSpec{Name: "send", SideEffect: class, Schema: json.RawMessage(`{"type":"object"}`), Hash: "h"},
@@ -19,7 +19,7 @@ func request(class string) policy.Request {
 
 func TestSideEffectPolicy_DefaultMapsEachClass(t *testing.T) {
 	tests := []struct {
-		class string
+		class events.SideEffect
 		want  events.Outcome
 	}{
 		{events.ReadOnly, events.Allow},
@@ -29,7 +29,7 @@ func TestSideEffectPolicy_DefaultMapsEachClass(t *testing.T) {
 	}
 	p := policy.DefaultSideEffects()
 	for _, tt := range tests {
-		t.Run(tt.class, func(t *testing.T) {
+		t.Run(string(tt.class), func(t *testing.T) {
 			dec, err := p.Evaluate(t.Context(), request(tt.class), projector.View{})
 			if err != nil {
 				t.Fatalf("Evaluate: %v", err)
@@ -48,7 +48,7 @@ func TestSideEffectPolicy_DefaultMapsEachClass(t *testing.T) {
 }
 
 func TestSideEffectPolicy_UnknownClassDenied(t *testing.T) {
-	for _, class := range []string{"", "remote", "READ_ONLY", "read_only "} {
+	for _, class := range []events.SideEffect{"", "remote", "READ_ONLY", "read_only "} {
 		dec, err := policy.DefaultSideEffects().Evaluate(t.Context(), request(class), projector.View{})
 		if err != nil {
 			t.Fatalf("Evaluate(%q): %v", class, err)
@@ -63,7 +63,7 @@ func TestSideEffectPolicy_UnknownClassDenied(t *testing.T) {
 // out denies it; it never falls open.
 func TestSideEffectPolicy_MissingEntryDenied(t *testing.T) {
 	p := policy.SideEffectPolicy{events.ReadOnly: events.Allow}
-	for _, class := range []string{events.LocalMutation, events.RemoteMutation, events.Destructive} {
+	for _, class := range []events.SideEffect{events.LocalMutation, events.RemoteMutation, events.Destructive} {
 		dec, err := p.Evaluate(t.Context(), request(class), projector.View{})
 		if err != nil {
 			t.Fatal(err)
@@ -86,7 +86,7 @@ func TestSideEffectPolicy_CustomMapping(t *testing.T) {
 		t.Errorf("destructive under a custom map = %q, %v, want %q", dec.Outcome, err, events.Abort)
 	}
 	dec, err = p.Evaluate(t.Context(), request(events.ReadOnly), projector.View{})
-	if err != nil || dec.Outcome != events.RequireApproval || dec.Approval == nil || dec.Approval.Kind != events.ReadOnly {
+	if err != nil || dec.Outcome != events.RequireApproval || dec.Approval == nil || dec.Approval.Kind != string(events.ReadOnly) {
 		t.Errorf("read_only under a custom map = %+v, %v, want require_approval of kind read_only", dec, err)
 	}
 }
@@ -102,7 +102,7 @@ func TestSideEffectPolicy_ApprovalBindsTheExactRequest(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := dec.Approval
-	if a.Kind != events.RemoteMutation {
+	if a.Kind != string(events.RemoteMutation) {
 		t.Errorf("kind = %q, want %q", a.Kind, events.RemoteMutation)
 	}
 	want := `{"tool":"send"}`

@@ -40,7 +40,7 @@ func (p writeBudget) Evaluate(_ context.Context, req policy.Request, view projec
 		}
 		return policy.Decision{Outcome: events.Allow, Reason: "within the write budget"}, nil
 	}
-	return policy.NeedApproval(req.Tool.SideEffect, "needs an operator", nil, nil)
+	return policy.NeedApproval(string(req.Tool.SideEffect), "needs an operator", nil, nil)
 }
 
 // A consumer whose policy is Go code re-checks its recorded runs from a main

@@ -98,7 +98,7 @@ type evaluation struct {
 	step  int
 	seq   uint64
 	tool  string
-	class string // side-effect class of the tool called
+	class events.SideEffect // side-effect class of the tool called
 	kind  events.Kind
 	body  events.PolicyBody
 }
@@ -145,7 +145,7 @@ func operators(t *testing.T, ns ...byte) approvals.Operators {
 
 // changed returns the baseline mapping with class mapped to o, under a new
 // id, and the options that compare it with the baseline.
-func changed(class string, o events.Outcome) (policy.Policy, replay.Options) {
+func changed(class events.SideEffect, o events.Outcome) (policy.Policy, replay.Options) {
 	m := policy.DefaultSideEffects()
 	m[class] = o
 	return policy.WithID(m, "side-effects v2"), replay.Options{Baseline: baselineID}

@@ -39,7 +39,7 @@ func TestCheck_SamePolicyAllSame(t *testing.T) {
 func TestCheck_OneRuleChangeReportedAtExactlyItsSteps(t *testing.T) {
 	tests := []struct {
 		name    string
-		class   string
+		class   events.SideEffect
 		outcome events.Outcome
 		golden  string
 		// want says the change expected of an evaluation of the class.

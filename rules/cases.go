@@ -29,11 +29,11 @@ type Cases struct {
 
 // CaseTool is a tool spec in a case table.
 type CaseTool struct {
-	Name       string   `yaml:"name"`
-	SideEffect string   `yaml:"side_effect"`
-	Data       []string `yaml:"data"`
-	Tags       []string `yaml:"tags"`
-	Resource   string   `yaml:"resource"`
+	Name       string            `yaml:"name"`
+	SideEffect events.SideEffect `yaml:"side_effect"`
+	Data       []string          `yaml:"data"`
+	Tags       []string          `yaml:"tags"`
+	Resource   string            `yaml:"resource"`
 }
 
 // Spec is the tool as a recorded spec (no schema: any arguments).

@@ -171,7 +171,7 @@ func (r *compiledRule) baselineAllows() bool {
 	}
 	mapping := policy.DefaultSideEffects()
 	for _, c := range classes {
-		if mapping[c] != events.Allow {
+		if mapping[events.SideEffect(c)] != events.Allow {
 			return false
 		}
 	}

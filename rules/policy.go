@@ -276,7 +276,7 @@ func (r *compiledRule) suffix() string {
 }
 
 func (cp *compiledPolicy) inScope(t *events.ToolSpec) bool {
-	if cp.class != nil && !cp.class[t.SideEffect] {
+	if cp.class != nil && !cp.class[string(t.SideEffect)] {
 		return false
 	}
 	if len(cp.tools) == 0 {
@@ -299,7 +299,7 @@ func (r *compiledRule) targets(t *events.ToolSpec, ev *evaluation) bool {
 	case TargetData:
 		return r.anyMatch(t.Data)
 	case TargetOperation:
-		return r.glob.match(t.SideEffect) || r.anyMatch(t.Tags)
+		return r.glob.match(string(t.SideEffect)) || r.anyMatch(t.Tags)
 	case TargetResource:
 		if t.Resource == "" {
 			return false
@@ -389,7 +389,7 @@ func (r *compiledRule) limitTargets(t *events.ToolSpec) bool {
 	case TargetData:
 		return r.anyMatch(t.Data)
 	case TargetOperation:
-		return r.glob.match(t.SideEffect) || r.anyMatch(t.Tags)
+		return r.glob.match(string(t.SideEffect)) || r.anyMatch(t.Tags)
 	}
 	return false
 }

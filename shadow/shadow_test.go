@@ -66,7 +66,7 @@ func shadowed(t *testing.T) (*events.Log, *driver.Run, *testkit.Ledger) {
 func TestShadow_RecordedAndNeverEnforced(t *testing.T) {
 	_, r, refund := shadowed(t)
 	v := r.View()
-	if v.Run.Status != projector.Waiting || v.PendingApproval().Kind != events.RemoteMutation {
+	if v.Run.Status != projector.Waiting || v.PendingApproval().Kind != string(events.RemoteMutation) {
 		t.Fatalf("run %s, want waiting on the side-effect policy's remote_mutation approval", v.Run.Status)
 	}
 	if refund.Count() != 3 {

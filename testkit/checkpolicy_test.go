@@ -103,7 +103,7 @@ func TestCheckPolicy_AgreeingTablePasses(t *testing.T) {
 		{Name: "read allowed", Tool: "read_file", Args: `{"path":"notes.txt"}`, Want: events.Allow},
 		{Name: "write allowed", Tool: "write_file", Args: `{"path":"notes.txt"}`, Want: events.Allow},
 		{Name: "delete denied", Tool: "delete_file", Args: `{"path":"/"}`, Want: events.Deny},
-		{Name: "send asks", Tool: "send_email", Args: `{"to":"ops@example.com"}`, Want: events.RequireApproval, Kind: events.RemoteMutation},
+		{Name: "send asks", Tool: "send_email", Args: `{"to":"ops@example.com"}`, Want: events.RequireApproval, Kind: string(events.RemoteMutation)},
 		{Name: "send asks, any kind", Tool: "send_email", Args: `{"to":"ops@example.com"}`, Want: events.RequireApproval},
 		{Name: "no path", Tool: "read_file", Args: `{}`, Want: testkit.Refused},
 		{Name: "extra member", Tool: "delete_file", Args: `{"path":"/","force":true}`, Want: testkit.Refused},
@@ -293,7 +293,7 @@ func ExampleCheckPolicy() {
 		testkit.NewLedger("send", events.RemoteMutation, `{"type":"object","properties":{"to":{"type":"string"}},"required":["to"]}`),
 	}
 	testkit.CheckPolicy(printer{}, policy.DefaultSideEffects(), tools, []testkit.PolicyCase{
-		{Name: "send asks", Tool: "send", Args: `{"to":"ops"}`, Want: events.RequireApproval, Kind: events.RemoteMutation},
+		{Name: "send asks", Tool: "send", Args: `{"to":"ops"}`, Want: events.RequireApproval, Kind: string(events.RemoteMutation)},
 		{Name: "no recipient", Tool: "send", Args: `{}`, Want: testkit.Refused},
 		{Name: "delete allowed?", Tool: "delete_file", Args: `{"path":"/tmp/x"}`, Want: events.Allow},
 		{Name: "delete nothing", Tool: "delete_file", Args: `{"path":""}`, Want: events.Deny},

@@ -45,7 +45,7 @@ const neverRun = "never"
 // failure. t also fails when the class has no tools, when n is not
 // positive or outcome is not one of the four, and for a tool where fewer than half the generated documents
 // pass its Check (the generator could not satisfy its schema).
-func Never(t testing.TB, p policy.Policy, tools []driver.Tool, class string, outcome events.Outcome, n int, views ...projector.View) {
+func Never(t testing.TB, p policy.Policy, tools []driver.Tool, class events.SideEffect, outcome events.Outcome, n int, views ...projector.View) {
 	t.Helper()
 	switch {
 	case p == nil:
@@ -156,7 +156,7 @@ func neverSeed() (uint64, error) {
 // classesPresent lists the side-effect classes the tools have, for a
 // message about a class with none.
 func classesPresent(set *toolSet) string {
-	var cs []string
+	var cs []events.SideEffect
 	for _, ct := range set.order {
 		if !slices.Contains(cs, ct.Spec.SideEffect) {
 			cs = append(cs, ct.Spec.SideEffect)

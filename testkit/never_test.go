@@ -183,13 +183,13 @@ func TestNever_SeedFromEnvironment(t *testing.T) {
 }
 
 func TestNever_ClassWithoutToolsFails(t *testing.T) {
-	for _, class := range []string{events.RemoteMutation, "destructiv"} {
+	for _, class := range []events.SideEffect{events.RemoteMutation, "destructiv"} {
 		rec := &recorder{TB: t}
 		testkit.Never(rec, policy.DefaultSideEffects(), destructiveTools(), class, events.Allow, 10)
 		if got := len(rec.errors); got != 1 {
 			t.Fatalf("class %q: got %d Errorf calls, want 1", class, got)
 		}
-		if !strings.Contains(rec.errors[0], class) {
+		if !strings.Contains(rec.errors[0], string(class)) {
 			t.Errorf("class %q: report does not name it: %s", class, rec.errors[0])
 		}
 	}

@@ -20,7 +20,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -157,8 +156,6 @@ func parseTime(name, s string) (time.Time, error) {
 	return t, nil
 }
 
-var classes = []string{events.ReadOnly, events.LocalMutation, events.RemoteMutation, events.Destructive}
-
 // sideEffectPolicy parses "class=outcome,..." over the default mapping.
 func sideEffectPolicy(spec string) (policy.SideEffectPolicy, error) {
 	p := policy.DefaultSideEffects()
@@ -171,12 +168,12 @@ func sideEffectPolicy(spec string) (policy.SideEffectPolicy, error) {
 		switch {
 		case !ok:
 			return nil, fmt.Errorf("--side-effects: entry %q is not class=outcome", entry)
-		case !slices.Contains(classes, class):
-			return nil, fmt.Errorf("--side-effects: unknown side-effect class %q (want one of %s)", class, strings.Join(classes, ", "))
+		case !events.SideEffect(class).Valid():
+			return nil, fmt.Errorf("--side-effects: unknown side-effect class %q (want one of %s)", class, classList())
 		case !events.Outcome(outcome).Valid():
 			return nil, fmt.Errorf("--side-effects: %s=%s: unknown outcome %q (want allow, deny, abort or require_approval)", class, outcome, outcome)
 		}
-		p[class] = events.Outcome(outcome)
+		p[events.SideEffect(class)] = events.Outcome(outcome)
 	}
 	return p, nil
 }
@@ -185,12 +182,12 @@ func sideEffectPolicy(spec string) (policy.SideEffectPolicy, error) {
 func mapping(p policy.SideEffectPolicy) string {
 	keys := make([]string, 0, len(p))
 	for k := range p {
-		keys = append(keys, k)
+		keys = append(keys, string(k))
 	}
 	sort.Strings(keys)
 	var parts []string
 	for _, k := range keys {
-		parts = append(parts, k+"="+string(p[k]))
+		parts = append(parts, k+"="+string(p[events.SideEffect(k)]))
 	}
 	return strings.Join(parts, ",")
 }
@@ -279,4 +276,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	out.summary(sum, id, against, code)
 	return code
+}
+
+// classList names the side-effect classes, for a message.
+func classList() string {
+	var cs []string
+	for _, c := range events.SideEffects {
+		cs = append(cs, string(c))
+	}
+	return strings.Join(cs, ", ")
 }

@@ -82,7 +82,7 @@ func widenedTools(t *testing.T, url, newFile, baseline string) []string {
 	return tools
 }
 
-func tool(name, class string, data ...string) *testkit.Ledger {
+func tool(name string, class events.SideEffect, data ...string) *testkit.Ledger {
 	l := testkit.NewLedger(name, class, testkit.AnyObject)
 	l.S.Data = data
 	return l

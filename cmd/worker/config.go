@@ -68,9 +68,9 @@ type Config struct {
 
 // ToolConfig selects a built-in tool.
 type ToolConfig struct {
-	Name    string `yaml:"name"`
-	Class   string `yaml:"class"`
-	Timeout string `yaml:"timeout"`
+	Name    string            `yaml:"name"`
+	Class   events.SideEffect `yaml:"class"`
+	Timeout string            `yaml:"timeout"`
 	// Data, Tags and Resource are recorded with the tool's spec for rules
 	// files to target (data categories, operation tags, the argument that
 	// names the resource).
@@ -293,7 +293,7 @@ func (c Config) policyWith(w rules.Windows) (policy.Policy, error) {
 			if !events.Outcome(o).Valid() {
 				return nil, fmt.Errorf("policy.side_effects.%s: outcome %q (want allow, deny, abort or require_approval)", class, o)
 			}
-			p[class] = events.Outcome(o)
+			p[events.SideEffect(class)] = events.Outcome(o)
 		}
 	}
 	id := c.Policy.ID
