@@ -283,7 +283,7 @@ func TestClient_DenyOnTheFleet(t *testing.T) {
 		t.Fatal(err)
 	}
 	r, err := e.c.Wait(ctx, st.Run)
-	if !errors.Is(err, client.ErrNoAnswer) || r.Status != projector.Cancelled || r.Reason != events.ReasonApprovalDenied {
+	if !errors.Is(err, client.ErrNoAnswer) || r.Status != projector.Cancelled || r.Reason != string(events.ReasonApprovalDenied) {
 		t.Fatalf("after the denial: %s %s, %v; want CANCELLED approval_denied, no answer", r.Status, r.Reason, err)
 	}
 	if e.send.Count() != 0 {

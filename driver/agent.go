@@ -34,14 +34,14 @@ type Answer struct {
 // [AgentEndReasons] is recorded as agent_error). Detail says why, for a
 // person.
 type EndError struct {
-	Reason string
+	Reason events.EndReason
 	Detail string
 }
 
-func (e *EndError) Error() string { return e.Reason + ": " + e.Detail }
+func (e *EndError) Error() string { return string(e.Reason) + ": " + e.Detail }
 
 // AgentEndReasons are the end reasons an agent may give with [EndError].
-var AgentEndReasons = []string{events.ReasonAgentError, events.ReasonBudgetExceeded}
+var AgentEndReasons = []events.EndReason{events.ReasonAgentError, events.ReasonBudgetExceeded}
 
 // ErrNotModelEvent is returned by a [Recorder] asked to record an event
 // that is not a model call's.

@@ -41,7 +41,8 @@ func TestDriver_AgentEndError(t *testing.T) {
 	log := env.Log(t, events.Config{})
 	d := newDriver(t, log, allowAll, done())
 	cases := []struct {
-		run, reason, want string
+		run          string
+		reason, want events.EndReason
 	}{
 		{"r1", events.ReasonBudgetExceeded, events.ReasonBudgetExceeded},
 		{"r2", events.ReasonCompleted, events.ReasonAgentError},

@@ -81,7 +81,7 @@ const interruptedCall = "interrupted"
 
 // call runs the tool under its timeout. A panic becomes a tool_error and a
 // missed deadline a timeout; a tool that ignores its context is left behind.
-func (d *Driver) call(ctx context.Context, ct *CompiledTool, args json.RawMessage) (kind, content string) {
+func (d *Driver) call(ctx context.Context, ct *CompiledTool, args json.RawMessage) (kind events.ObservationKind, content string) {
 	ctx, cancel := context.WithTimeout(ctx, ct.Spec.Timeout)
 	defer cancel()
 	exec := func(ctx context.Context) (string, error) {

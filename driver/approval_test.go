@@ -205,7 +205,7 @@ func TestResume_ForgedGrantRefusedAndRecorded(t *testing.T) {
 			drive(t, p.d, p.r, p.agent)
 			wantCount(t, p.send, 0)
 			v := p.r.View()
-			wantEnd(t, v, projector.Waiting, string(events.RemoteMutation))
+			wantEnd(t, v, projector.Waiting, events.RemoteMutation)
 			after := pending(t, p.r)
 			if after.ID != a.ID || after.State != projector.Pending || after.Decision != nil {
 				t.Errorf("approval after the refusal: got %s state %s decision %v, want %s pending with no decision", after.ID, after.State, after.Decision, a.ID)
@@ -235,7 +235,7 @@ func TestResume_ForgedGrantRefusedAndRecorded(t *testing.T) {
 		a := pending(t, p.r)
 		publish(t, p.d, p.r, sign(t, stranger, p.r.ID(), a, events.DecisionDeny, time.Now()))
 		drive(t, p.d, p.r, p.agent)
-		wantEnd(t, p.r.View(), projector.Waiting, string(events.RemoteMutation))
+		wantEnd(t, p.r.View(), projector.Waiting, events.RemoteMutation)
 		if got := len(ofKind(records(t, p.log, p.r.ID()), events.ApprovalRefused)); got != 1 {
 			t.Errorf("approval.refused events: got %d, want 1", got)
 		}
@@ -270,7 +270,7 @@ func TestResume_ExpiredApprovalCancelsRun(t *testing.T) {
 		// Before the deadline nothing happens.
 		clk.Advance(59 * time.Second)
 		drive(t, p.d, p.r, p.agent)
-		wantEnd(t, p.r.View(), projector.Waiting, string(events.RemoteMutation))
+		wantEnd(t, p.r.View(), projector.Waiting, events.RemoteMutation)
 
 		clk.Advance(2 * time.Second)
 		drive(t, p.d, p.r, p.agent)
@@ -385,7 +385,7 @@ func TestResume_SecondUseOfGrantRefused(t *testing.T) {
 	drive(t, d, r, agent)
 	wantCount(t, send, 1)
 	v := r.View()
-	wantEnd(t, v, projector.Waiting, string(events.RemoteMutation))
+	wantEnd(t, v, projector.Waiting, events.RemoteMutation)
 	if v.Intake != replayed {
 		t.Errorf("intake after the replayed grant: got %d, want %d", v.Intake, replayed)
 	}
@@ -447,7 +447,7 @@ func TestResume_ArgumentsRecheckedAgainstCurrentSchema(t *testing.T) {
 		drive(t, d2, r, p.agent)
 		wantCount(t, send2, 0)
 		wantCount(t, p.send, 0)
-		wantEnd(t, r.View(), projector.Waiting, string(events.RemoteMutation))
+		wantEnd(t, r.View(), projector.Waiting, events.RemoteMutation)
 		if got := len(ofKind(records(t, p.log, r.ID()), events.ApprovalRequested)); got != 2 {
 			t.Errorf("approval.requested events: got %d, want 2 (the old grant names the old spec)", got)
 		}

@@ -59,7 +59,7 @@ func TestDriver_AgentThatPausesWaits(t *testing.T) {
 			if v.Run.Status != c.status || !strings.Contains(v.Run.Detail, c.detail) {
 				t.Fatalf("run %s %s %q, want %s with %q", v.Run.Status, v.Run.Reason, v.Run.Detail, c.status, c.detail)
 			}
-			if c.status == projector.Failed && v.Run.Reason != events.ReasonAgentError {
+			if c.status == projector.Failed && v.Run.Reason != string(events.ReasonAgentError) {
 				t.Errorf("reason %s, want %s", v.Run.Reason, events.ReasonAgentError)
 			}
 			if v.Steps.Len() != 0 {

@@ -187,7 +187,7 @@ func TestDriver_ConsumersCannotCorruptEachOther(t *testing.T) {
 
 		r := create(t, d, "shared")
 		drive(t, d, r, agent)
-		wantEnd(t, r.View(), projector.Waiting, string(events.RemoteMutation))
+		wantEnd(t, r.View(), projector.Waiting, events.RemoteMutation)
 		grant(t, d, r, kp)
 		drive(t, d, r, agent)
 		wantEnd(t, r.View(), projector.Completed, events.ReasonCompleted)

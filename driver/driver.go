@@ -458,6 +458,6 @@ func (d *Driver) NeedsAgent(r *Run) bool {
 
 // Fail ends r as failed with reason and detail, one fenced append: for a
 // run nobody can drive (its agent is offered by no worker, say).
-func (d *Driver) Fail(ctx context.Context, r *Run, reason, detail string) error {
+func (d *Driver) Fail(ctx context.Context, r *Run, reason events.EndReason, detail string) error {
 	return d.append(ctx, r, r.ID(), events.RunFailed, events.EndBody{Reason: reason, Detail: detail})
 }

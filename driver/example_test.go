@@ -73,7 +73,7 @@ func Example() {
 			line += " policy " + string(s.Policy.Outcome)
 		}
 		if s.Observation != nil {
-			line += " -> " + s.Observation.Kind
+			line += " -> " + string(s.Observation.Kind)
 		}
 		fmt.Println(line)
 	}

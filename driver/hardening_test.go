@@ -78,7 +78,7 @@ func TestSnapshot_ForgedGrantNeverResumes(t *testing.T) {
 			drive(t, p.d, r, p.agent)
 			wantCount(t, p.send, 1)
 			v := r.View()
-			wantEnd(t, v, projector.Waiting, string(events.RemoteMutation))
+			wantEnd(t, v, projector.Waiting, events.RemoteMutation)
 			if a := v.PendingApproval(); a == nil || a.ID != second.ID || a.State != projector.Pending {
 				t.Errorf("after driving the forged snapshot: pending %+v, want %s pending", a, second.ID)
 			}
@@ -240,7 +240,7 @@ func TestResume_DecisionTimesJudgedOnReceipt(t *testing.T) {
 			publish(t, p.d, p.r, sign(t, p.kp, p.r.ID(), a, events.DecisionGrant, tc.at(a)))
 			drive(t, p.d, p.r, p.agent)
 			wantCount(t, p.send, 0)
-			wantEnd(t, p.r.View(), projector.Waiting, string(events.RemoteMutation))
+			wantEnd(t, p.r.View(), projector.Waiting, events.RemoteMutation)
 			refused := ofKind(records(t, p.log, p.r.ID()), events.ApprovalRefused)
 			if len(refused) != 1 || !strings.Contains(body[events.RefusedBody](t, refused[0]).Reason, tc.want.Error()) {
 				t.Fatalf("refusals %d, want one naming %q", len(refused), tc.want)

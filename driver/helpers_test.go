@@ -150,9 +150,10 @@ func spec(t *testing.T, d *driver.Driver, name string) events.ToolSpec {
 }
 
 // wantEnd checks that v's run ended (or waits) with status and reason.
-func wantEnd(t *testing.T, v projector.View, status projector.Status, reason string) {
+// wantEnd takes an end reason, or the approval kind a waiting run names.
+func wantEnd[R ~string](t *testing.T, v projector.View, status projector.Status, reason R) {
 	t.Helper()
-	if v.Run.Status != status || v.Run.Reason != reason {
+	if v.Run.Status != status || v.Run.Reason != string(reason) {
 		t.Fatalf("run %s: got status %s reason %q (detail %q), want %s %q", v.Run.ID, v.Run.Status, v.Run.Reason, v.Run.Detail, status, reason)
 	}
 }

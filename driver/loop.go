@@ -417,7 +417,7 @@ func (d *Driver) finish(ctx context.Context, r *Run, result string) error {
 	return d.append(ctx, r, r.ID(), events.RunFinished, events.EndBody{Reason: events.ReasonCompleted, Result: result})
 }
 
-func (d *Driver) limitHit(v *projector.View) (reason, detail string) {
+func (d *Driver) limitHit(v *projector.View) (reason events.EndReason, detail string) {
 	l, run := v.Run.Limits, v.Run
 	switch {
 	case l.MaxSteps > 0 && run.Steps >= l.MaxSteps:
@@ -532,7 +532,7 @@ type judgement struct {
 // [Driver.plan] makes of the policy's answer. It records nothing and
 // changes nothing.
 func (d *Driver) judge(ctx context.Context, run string, v *projector.View, n int, grant *projector.Approval) judgement {
-	refuse := func(kind, content string) judgement {
+	refuse := func(kind events.ObservationKind, content string) judgement {
 		return judgement{kind: events.StepObserved, body: d.observation(n, kind, content)}
 	}
 	s := v.Step(n)
@@ -604,11 +604,11 @@ func (d *Driver) toolNames() string {
 	return out
 }
 
-func (d *Driver) observe(ctx context.Context, r *Run, n int, kind, content string) error {
+func (d *Driver) observe(ctx context.Context, r *Run, n int, kind events.ObservationKind, content string) error {
 	return d.append(ctx, r, r.ID(), events.StepObserved, d.observation(n, kind, content))
 }
 
-func (d *Driver) observation(n int, kind, content string) events.ObservedBody {
+func (d *Driver) observation(n int, kind events.ObservationKind, content string) events.ObservedBody {
 	o := events.ObservedBody{Step: n, Kind: kind, Content: content}
 	if len(o.Content) > d.cfg.MaxObservation {
 		o.Content, o.Truncated = cutUTF8(o.Content, d.cfg.MaxObservation), true

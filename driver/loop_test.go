@@ -32,7 +32,7 @@ func TestDriver_DecisionRecordedExactlyBeforeChecks(t *testing.T) {
 	cases := []struct {
 		name string
 		args []byte
-		obs  string // the step's observation kind
+		obs  events.ObservationKind // the step's observation kind
 	}{
 		{"whitespace and key order", []byte("{ \"path\" :\t\"notes.txt\" ,\n  \"extra\": [1, 2.50 ]\n}\n"), events.ObsResult},
 		{"refused by the schema", []byte(`{ "path": 7 }`), events.ObsInvalidArguments},
@@ -239,7 +239,7 @@ func TestDriver_PolicyGetsPolicyJSON(t *testing.T) {
 	want := `{"a":"x&&y <z> é","b":1.50}`
 	agent := testkit.NewScript(testkit.Call("send", raw), testkit.Call("done", `{}`))
 	drive(t, d, r, agent)
-	wantEnd(t, r.View(), projector.Waiting, string(events.RemoteMutation))
+	wantEnd(t, r.View(), projector.Waiting, events.RemoteMutation)
 
 	grant(t, d, r, kp)
 	drive(t, d, r, agent)
@@ -605,7 +605,11 @@ func TestDriver_ToolPanicAndTimeoutBecomeObservations(t *testing.T) {
 
 	v := r.View()
 	wantEnd(t, v, projector.Completed, events.ReasonCompleted)
-	for n, want := range map[int]struct{ tool, kind, mention string }{
+	for n, want := range map[int]struct {
+		tool    string
+		kind    events.ObservationKind
+		mention string
+	}{
 		1: {"panicky", events.ObsToolError, "boom"},
 		2: {"failing", events.ObsToolError, ""},
 		3: {"slow", events.ObsTimeout, "50ms"},

@@ -156,7 +156,7 @@ func TestRecover_SideEffectPausesOnInterruptedApproval(t *testing.T) {
 		grant(t, d, r, kp)
 		drive(t, d, r, agent)
 		wantCount(t, send, 0)
-		wantEnd(t, r.View(), projector.Waiting, string(events.RemoteMutation))
+		wantEnd(t, r.View(), projector.Waiting, events.RemoteMutation)
 		if got := pending(t, r); got.ID == first.ID || got.Kind != string(events.RemoteMutation) {
 			t.Errorf("waiting on %s (%s), want the policy's own remote_mutation approval", got.ID, got.Kind)
 		}
@@ -172,7 +172,7 @@ func TestRecover_ReconcileDoneAndNotDone(t *testing.T) {
 		executions int
 		asked      int // policy evaluations of step 1 after the crash
 		status     projector.Status
-		reason     string
+		reason     events.EndReason
 	}{
 		{"done", driver.Done, false, events.ResolvedDone, 0, 0, projector.Completed, events.ReasonCompleted},
 		{"done terminal", driver.Done, true, events.ResolvedDone, 0, 0, projector.Completed, events.ReasonCompleted},

@@ -253,23 +253,26 @@ type PolicyPart struct {
 	Count  int64  `json:"count,omitempty"`
 }
 
+// ObservationKind says what came of a step, as [ObservedBody] records it.
+type ObservationKind string
+
 // Observation kinds.
 const (
-	ObsResult           = "result"
-	ObsToolError        = "tool_error"
-	ObsTimeout          = "timeout"
-	ObsInvalidDecision  = "invalid_decision"
-	ObsInvalidArguments = "invalid_arguments"
-	ObsUnknownTool      = "unknown_tool"
-	ObsPolicyDenied     = "policy_denied"
+	ObsResult           ObservationKind = "result"
+	ObsToolError        ObservationKind = "tool_error"
+	ObsTimeout          ObservationKind = "timeout"
+	ObsInvalidDecision  ObservationKind = "invalid_decision"
+	ObsInvalidArguments ObservationKind = "invalid_arguments"
+	ObsUnknownTool      ObservationKind = "unknown_tool"
+	ObsPolicyDenied     ObservationKind = "policy_denied"
 )
 
 // ObservedBody is the body of [StepObserved].
 type ObservedBody struct {
-	Step      int    `json:"step"`
-	Kind      string `json:"kind"`
-	Content   string `json:"content"`
-	Truncated bool   `json:"truncated,omitempty"`
+	Step      int             `json:"step"`
+	Kind      ObservationKind `json:"kind"`
+	Content   string          `json:"content"`
+	Truncated bool            `json:"truncated,omitempty"`
 }
 
 // Resolutions of an interrupted call.
@@ -345,31 +348,36 @@ type RefusedBody struct {
 	Reason   string `json:"reason"`
 }
 
+// EndReason says why a run ended, as [EndBody] records it.
+type EndReason string
+
 // End reasons.
 const (
-	ReasonCompleted     = "completed"
-	ReasonPolicyAbort   = "policy_abort"
-	ReasonInternalError = "internal_error"
+	ReasonCompleted     EndReason = "completed"
+	ReasonPolicyAbort   EndReason = "policy_abort"
+	ReasonInternalError EndReason = "internal_error"
 	// ReasonTooLarge ends a run one of whose events the server cannot
 	// store (a policy's approval JSON too large, say): it fails closed,
 	// with the size recorded, instead of waiting on an append that can
 	// never be made.
-	ReasonTooLarge         = "event_too_large"
-	ReasonRepeatedFailures = "repeated_tool_failures"
-	ReasonStepLimit        = "step_limit"
-	ReasonLoopDetected     = "loop_detected"
-	ReasonTimeLimit        = "time_limit"
-	ReasonApprovalDenied   = "approval_denied"
-	ReasonApprovalExpired  = "approval_expired"
-	ReasonCancelled        = "cancelled"
-	ReasonAgentError       = "agent_error"
-	ReasonBudgetExceeded   = "budget_exceeded"
+	ReasonTooLarge         EndReason = "event_too_large"
+	ReasonRepeatedFailures EndReason = "repeated_tool_failures"
+	ReasonStepLimit        EndReason = "step_limit"
+	ReasonLoopDetected     EndReason = "loop_detected"
+	ReasonTimeLimit        EndReason = "time_limit"
+	ReasonApprovalDenied   EndReason = "approval_denied"
+	ReasonApprovalExpired  EndReason = "approval_expired"
+	ReasonCancelled        EndReason = "cancelled"
+	ReasonAgentError       EndReason = "agent_error"
+	ReasonBudgetExceeded   EndReason = "budget_exceeded"
+	// ReasonNoAgent ends a run whose agent no worker of the fleet offers.
+	ReasonNoAgent EndReason = "no_agent"
 )
 
 // EndBody is the body of [RunFinished], [RunFailed] and [RunCancelled].
 type EndBody struct {
-	Reason string `json:"reason"`
-	Detail string `json:"detail,omitempty"`
+	Reason EndReason `json:"reason"`
+	Detail string    `json:"detail,omitempty"`
 	// Result is the terminal tool's result, or the agent's final answer,
 	// for a finished run.
 	Result string `json:"result,omitempty"`

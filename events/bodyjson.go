@@ -67,7 +67,7 @@ func appendBody(dst []byte, body any) ([]byte, bool) {
 		dst = append(dst, `{"step":`...)
 		dst = strconv.AppendInt(dst, int64(b.Step), 10)
 		dst = append(dst, `,"kind":`...)
-		dst = appendString(dst, b.Kind)
+		dst = appendString(dst, string(b.Kind))
 		dst = append(dst, `,"content":`...)
 		dst = appendString(dst, b.Content)
 		if b.Truncated {

@@ -80,7 +80,7 @@ func TestBodyJSON_SameAsEncodingJSON(t *testing.T) {
 			body = drawPolicy(t)
 		default:
 			body = ObservedBody{
-				Step: rapid.IntRange(0, 1<<20).Draw(t, "step"), Kind: drawText(t, "kind"),
+				Step: rapid.IntRange(0, 1<<20).Draw(t, "step"), Kind: ObservationKind(drawText(t, "kind")),
 				Content: drawText(t, "content"), Truncated: rapid.Bool().Draw(t, "truncated"),
 			}
 		}

@@ -331,7 +331,7 @@ func TestFleet_ApprovalExpiresWithNobodyLooking(t *testing.T) {
 		t.Fatalf("run %s %s: want a pending approval with an expiry", v.Run.Status, v.Run.Reason)
 	}
 	v = waitFor(t, d, run, 5*time.Second, "cancelled", func(v projector.View) bool { return v.Run.Status.Ended() })
-	if v.Run.Status != projector.Cancelled || v.Run.Reason != events.ReasonApprovalExpired {
+	if v.Run.Status != projector.Cancelled || v.Run.Reason != string(events.ReasonApprovalExpired) {
 		t.Fatalf("run ended %s %s, want %s %s", v.Run.Status, v.Run.Reason, projector.Cancelled, events.ReasonApprovalExpired)
 	}
 	if got := v.Approval(a.ID).State; got != projector.Expired {

@@ -68,7 +68,7 @@ func TestFleet_PanickingPolicyFailsItsRunAndNoWorker(t *testing.T) {
 		t.Fatal(err)
 	}
 	v := waitFor(t, d, "run-bomb", 20*time.Second, "ended", func(v projector.View) bool { return v.Run.Status.Ended() })
-	if v.Run.Status != projector.Failed || v.Run.Reason != events.ReasonInternalError || !strings.Contains(v.Run.Detail, "panicked: the policy blew up on run-bomb") {
+	if v.Run.Status != projector.Failed || v.Run.Reason != string(events.ReasonInternalError) || !strings.Contains(v.Run.Detail, "panicked: the policy blew up on run-bomb") {
 		t.Fatalf("run-bomb ended %s %s %q, want FAILED internal_error with the panic", v.Run.Status, v.Run.Reason, v.Run.Detail)
 	}
 	if got := boomTool.Count(); got != 0 {

@@ -84,7 +84,10 @@ func TestGate_CallNotAllowedRunsNothing(t *testing.T) {
 	e := newEnv(t)
 	r := open(t, e.gate(t), "call-deny")
 	f := &runner{}
-	for _, c := range []struct{ tool, args, kind string }{
+	for _, c := range []struct {
+		tool, args string
+		kind       events.ObservationKind
+	}{
 		{"rm", `{"path":"/"}`, events.ObsPolicyDenied},
 		{"read", `{"path":7}`, events.ObsInvalidArguments},
 		{"read", `{"path":`, events.ObsInvalidDecision},

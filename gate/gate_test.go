@@ -52,7 +52,10 @@ func TestGate_AllowRecordsBeforeAndResultAfter(t *testing.T) {
 func TestGate_DenyIsWhatTheModelSees(t *testing.T) {
 	e := newEnv(t)
 	r := open(t, e.gate(t), "deny")
-	for _, c := range []struct{ tool, args, kind string }{
+	for _, c := range []struct {
+		tool, args string
+		kind       events.ObservationKind
+	}{
 		{"rm", `{"path":"/"}`, events.ObsPolicyDenied},
 		{"read", `{"path":7}`, events.ObsInvalidArguments},
 		{"read", `{"path":`, events.ObsInvalidDecision},
@@ -106,12 +109,12 @@ func TestGate_PendingThenDenied(t *testing.T) {
 		t.Fatalf("denied: got %+v, want a denial that ended the run", a)
 	}
 	v := view(t, r)
-	if v.Run.Status != projector.Cancelled || v.Run.Reason != events.ReasonApprovalDenied {
+	if v.Run.Status != projector.Cancelled || v.Run.Reason != string(events.ReasonApprovalDenied) {
 		t.Fatalf("run: got %s %s, want %s %s", v.Run.Status, v.Run.Reason, projector.Cancelled, events.ReasonApprovalDenied)
 	}
 	_, err := r.Ask(t.Context(), "read", json.RawMessage(`{"path":"a"}`))
 	var ended *gate.EndedError
-	if !errors.As(err, &ended) || ended.Reason != events.ReasonApprovalDenied {
+	if !errors.As(err, &ended) || ended.Reason != string(events.ReasonApprovalDenied) {
 		t.Fatalf("ask after the end: got %v, want an *EndedError for %s", err, events.ReasonApprovalDenied)
 	}
 }
@@ -130,7 +133,7 @@ func TestGate_PendingThenExpired(t *testing.T) {
 		t.Fatalf("expired: got %+v, want the run ended", a)
 	}
 	v := view(t, r)
-	if v.Run.Reason != events.ReasonApprovalExpired || v.Approval(p.Approval.ID).State != projector.Expired {
+	if v.Run.Reason != string(events.ReasonApprovalExpired) || v.Approval(p.Approval.ID).State != projector.Expired {
 		t.Fatalf("run: got %s, approval %s; want %s and expired", v.Run.Reason, v.Approval(p.Approval.ID).State, events.ReasonApprovalExpired)
 	}
 }

@@ -119,11 +119,11 @@ func TestGateway_RefusedArgumentsAndUpstreamErrorsAreErrorResults(t *testing.T) 
 	f := newFleet(t)
 	cs := host(t, f.gateway(t, tools, "").Server())
 	out, isErr := callTool(t, cs, "fs__read_text_file", map[string]any{"path": 7})
-	if !isErr || !strings.Contains(out, events.ObsInvalidArguments) {
+	if !isErr || !strings.Contains(out, string(events.ObsInvalidArguments)) {
 		t.Fatalf("bad arguments: got %q (error %v)", out, isErr)
 	}
 	out, isErr = callTool(t, cs, "fs__read_text_file", map[string]any{"path": "/etc/hostname"})
-	if !isErr || !strings.Contains(out, events.ObsToolError) {
+	if !isErr || !strings.Contains(out, string(events.ObsToolError)) {
 		t.Fatalf("read outside the root: got %q (error %v), want the server's error as a tool error", out, isErr)
 	}
 }

@@ -212,7 +212,7 @@ func (v *View) policy(e events.Event, b events.PolicyBody) error {
 	case b.Outcome == events.Deny:
 		v.observe(s, events.ObservedBody{Step: b.Step, Kind: events.ObsPolicyDenied, Content: fmt.Sprintf("%s: %s", s.Decision.Tool, b.Reason)})
 	case b.Outcome == events.Abort:
-		v.Run.Status, v.Run.Reason, v.Run.Detail = Failed, events.ReasonPolicyAbort, b.Reason
+		v.Run.Status, v.Run.Reason, v.Run.Detail = Failed, string(events.ReasonPolicyAbort), b.Reason
 	}
 	return nil
 }
@@ -312,10 +312,10 @@ func (v *View) expired(e events.Event, b events.ExpiredBody) error {
 	a.State = Expired
 	if a.Kind == events.BudgetApproval {
 		// No operator raised the budget: it stands, and the run passed it.
-		v.Run.Status, v.Run.Reason, v.Run.Detail = Failed, events.ReasonBudgetExceeded, budgetEnd(a, "expired with no decision")
+		v.Run.Status, v.Run.Reason, v.Run.Detail = Failed, string(events.ReasonBudgetExceeded), budgetEnd(a, "expired with no decision")
 		return nil
 	}
-	v.Run.Status, v.Run.Reason = Cancelled, events.ReasonApprovalExpired
+	v.Run.Status, v.Run.Reason = Cancelled, string(events.ReasonApprovalExpired)
 	return nil
 }
 
@@ -347,6 +347,6 @@ func (v *View) ended(e events.Event, b events.EndBody) error {
 	default:
 		v.Run.Status = Cancelled
 	}
-	v.Run.Reason, v.Run.Detail, v.Run.Result = b.Reason, b.Detail, b.Result
+	v.Run.Reason, v.Run.Detail, v.Run.Result = string(b.Reason), b.Detail, b.Result
 	return nil
 }

@@ -120,7 +120,7 @@ func (h *history) grant(id string) events.Event {
 	return h.decideApproval(events.ApprovalGranted, id)
 }
 
-func (h *history) observe(n int, kind, content string) events.Event {
+func (h *history) observe(n int, kind events.ObservationKind, content string) events.Event {
 	h.t.Helper()
 	return h.add(events.StepObserved, events.ObservedBody{Step: n, Kind: kind, Content: content})
 }
@@ -195,8 +195,8 @@ func TestFold_DenyIsPolicyDeniedObservation(t *testing.T) {
 }
 
 func TestFold_FailedObservationsCountInRow(t *testing.T) {
-	for _, kind := range []string{events.ObsToolError, events.ObsTimeout, events.ObsInvalidArguments, events.ObsUnknownTool, events.ObsInvalidDecision} {
-		t.Run(kind, func(t *testing.T) {
+	for _, kind := range []events.ObservationKind{events.ObsToolError, events.ObsTimeout, events.ObsInvalidArguments, events.ObsUnknownTool, events.ObsInvalidDecision} {
+		t.Run(string(kind), func(t *testing.T) {
 			h := started(t, "r1")
 			h.decide(1, "read", `{}`)
 			h.observe(1, kind, "bad")
@@ -212,7 +212,7 @@ func TestFold_AbortFailsRun(t *testing.T) {
 	h.decide(1, "exec", `{"cmd":"rm -rf /"}`)
 	h.policy(1, events.Abort, "destructive command")
 	v := h.fold()
-	if v.Run.Status != projector.Failed || v.Run.Reason != events.ReasonPolicyAbort || v.Run.Detail != "destructive command" {
+	if v.Run.Status != projector.Failed || v.Run.Reason != string(events.ReasonPolicyAbort) || v.Run.Detail != "destructive command" {
 		t.Errorf("run: got %s %q %q, want FAILED %q %q", v.Run.Status, v.Run.Reason, v.Run.Detail, events.ReasonPolicyAbort, "destructive command")
 	}
 	if s := v.Step(1); s.Observation != nil || s.Policy == nil || s.Policy.Outcome != events.Abort {
@@ -475,7 +475,7 @@ func TestFold_ApprovalExpiredCancelsRun(t *testing.T) {
 	h.request(1, "a1")
 	h.add(events.ApprovalExpired, events.ExpiredBody{Approval: "a1"})
 	v := h.fold()
-	if v.Run.Status != projector.Cancelled || v.Run.Reason != events.ReasonApprovalExpired {
+	if v.Run.Status != projector.Cancelled || v.Run.Reason != string(events.ReasonApprovalExpired) {
 		t.Errorf("run: got %s %q, want CANCELLED %q", v.Run.Status, v.Run.Reason, events.ReasonApprovalExpired)
 	}
 	if a := v.Approval("a1"); a.State != projector.Expired {
@@ -522,7 +522,7 @@ func TestFold_EndEvents(t *testing.T) {
 			h.observe(1, events.ObsResult, "ok")
 			h.add(tc.kind, tc.body)
 			v := h.fold()
-			if v.Run.Status != tc.status || v.Run.Reason != tc.body.Reason || v.Run.Detail != tc.body.Detail || v.Run.Result != tc.body.Result {
+			if v.Run.Status != tc.status || v.Run.Reason != string(tc.body.Reason) || v.Run.Detail != tc.body.Detail || v.Run.Result != tc.body.Result {
 				t.Errorf("run: got %s %q %q %q, want %s %+v", v.Run.Status, v.Run.Reason, v.Run.Detail, v.Run.Result, tc.status, tc.body)
 			}
 			if !v.Run.Status.Ended() {

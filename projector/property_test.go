@@ -82,7 +82,7 @@ const (
 func drawStep(t *rapid.T, h *history, n int) stepEnd {
 	switch rapid.SampledFrom([]string{"invalid", "allow", "deny", "abort", "approval", "interrupted"}).Draw(t, "path") {
 	case "invalid":
-		h.observe(n, rapid.SampledFrom([]string{events.ObsInvalidArguments, events.ObsUnknownTool, events.ObsInvalidDecision}).Draw(t, "invalid"), "bad arguments")
+		h.observe(n, rapid.SampledFrom([]events.ObservationKind{events.ObsInvalidArguments, events.ObsUnknownTool, events.ObsInvalidDecision}).Draw(t, "invalid"), "bad arguments")
 	case "allow":
 		allow(h, n, "")
 		drawObservation(t, h, n)
@@ -118,7 +118,7 @@ func allow(h *history, n int, consumes string) {
 }
 
 func drawObservation(t *rapid.T, h *history, n int) {
-	kind := rapid.SampledFrom([]string{events.ObsResult, events.ObsResult, events.ObsToolError, events.ObsTimeout}).Draw(t, "observed")
+	kind := rapid.SampledFrom([]events.ObservationKind{events.ObsResult, events.ObsResult, events.ObsToolError, events.ObsTimeout}).Draw(t, "observed")
 	h.observe(n, kind, rapid.SampledFrom(genContents).Draw(t, "content"))
 }
 

@@ -31,7 +31,7 @@ func TestCheck_FailedEvaluationIsRechecked(t *testing.T) {
 	rec := newRecorder(t)
 	d := rec.driver(failing{id: "rules v1"}, nil)
 	run := rec.drive(d, "delta", call("read_file", `{"path":"a"}`), call("send_email", `{"to":"ops"}`))
-	if v := run.View(); v.Run.Status != projector.Failed || v.Run.Reason != events.ReasonInternalError {
+	if v := run.View(); v.Run.Status != projector.Failed || v.Run.Reason != string(events.ReasonInternalError) {
 		t.Fatalf("run ended %s %s, want FAILED internal_error", v.Run.Status, v.Run.Reason)
 	}
 	log := load(t, rec.lines())

@@ -52,7 +52,7 @@ func steps(r *driver.Run) []string {
 			line += " " + string(s.Policy.Outcome)
 		}
 		if s.Observation != nil {
-			line += " " + s.Observation.Kind
+			line += " " + string(s.Observation.Kind)
 		}
 		out = append(out, line)
 	}

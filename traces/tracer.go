@@ -182,7 +182,7 @@ func (t *Tracer) event(ctx context.Context, m *jetstream.RawStreamMsg) {
 	case events.StepObserved:
 		b, _ := events.DecodeBody[events.ObservedBody](e)
 		s := step(b.Step)
-		s.observed = b.Kind
+		s.observed = string(b.Kind)
 		s.failed = b.Kind != events.ObsResult
 		t.end(ctx, e.Run, b.Step, s, e.Time)
 	case events.RunFinished, events.RunFailed, events.RunCancelled:

@@ -333,7 +333,7 @@ func TestDeny_PublishesVerifiableDenial(t *testing.T) {
 	if err := e.d.Drive(t.Context(), r, e.agent(`{"to":"everyone"}`)); err != nil {
 		t.Fatal(err)
 	}
-	if v := r.View(); v.Run.Status != projector.Cancelled || v.Run.Reason != events.ReasonApprovalDenied {
+	if v := r.View(); v.Run.Status != projector.Cancelled || v.Run.Reason != string(events.ReasonApprovalDenied) {
 		t.Errorf("run %s %s, want %s %s", v.Run.Status, v.Run.Reason, projector.Cancelled, events.ReasonApprovalDenied)
 	}
 	if got := e.send.Count(); got != 0 {
