@@ -30,20 +30,20 @@ type env struct {
 
 // sender sends (remote_mutation: the default policy asks an operator),
 // then answers with what the send returned.
-var sender = driver.AgentFunc(func(_ context.Context, in driver.StepInput) (driver.Decision, error) {
+var sender = driver.AgentFunc(func(_ context.Context, in driver.StepInput) (driver.Action, error) {
 	last, ok := in.Steps.Last()
 	if !ok {
 		return testkit.Call("send", `{"to":"ops"}`), nil
 	}
 	if last.Observation == nil {
-		return driver.Decision{}, errors.New("asked with no observation")
+		return driver.Action{}, errors.New("asked with no observation")
 	}
-	return driver.Decision{Final: &driver.Answer{Text: "sent: " + last.Observation.Content}}, nil
+	return driver.Action{Final: &driver.Answer{Text: "sent: " + last.Observation.Content}}, nil
 })
 
 // answerer answers its input at once.
-var answerer = driver.AgentFunc(func(_ context.Context, in driver.StepInput) (driver.Decision, error) {
-	return driver.Decision{Final: &driver.Answer{Text: "echo " + string(in.Run.Input)}}, nil
+var answerer = driver.AgentFunc(func(_ context.Context, in driver.StepInput) (driver.Action, error) {
+	return driver.Action{Final: &driver.Answer{Text: "echo " + string(in.Run.Input)}}, nil
 })
 
 func newEnv(t *testing.T) *env {

@@ -171,7 +171,7 @@ func TestDriver_ConsumersCannotCorruptEachOther(t *testing.T) {
 		d := newDriverCfg(t, driver.Config{Log: log, Policy: pol, Tools: []driver.Tool{read, send, done()}, Operators: ops})
 		snapshot = cloneSpecs(d.Tools())
 
-		agent := driver.AgentFunc(func(_ context.Context, in driver.StepInput) (driver.Decision, error) {
+		agent := driver.AgentFunc(func(_ context.Context, in driver.StepInput) (driver.Action, error) {
 			checkInput(t, "agent", in.Steps, in.Tools, snapshot)
 			checkInput(t, "agent's run row", in.Steps, in.Run.Tools, snapshot)
 			if in.Run.ID != "shared" || in.Run.Status != projector.Running {
@@ -182,7 +182,7 @@ func TestDriver_ConsumersCannotCorruptEachOther(t *testing.T) {
 				agentWrites(&in, nil, nil)
 			}
 			w := consumerSteps[n]
-			return driver.Decision{Tool: w.tool, Args: json.RawMessage(w.args)}, nil
+			return driver.Action{Tool: w.tool, Args: json.RawMessage(w.args)}, nil
 		})
 
 		r := create(t, d, "shared")

@@ -172,7 +172,7 @@ type Run struct {
 	// undelivered is the agent's decision whose append failed (the server
 	// away, say), made at tail undeliveredAt: the next drive at that tail
 	// records it instead of asking the agent again.
-	undelivered   *Decision
+	undelivered   *Action
 	undeliveredAt events.Tail
 	// agent is the agent of the drive in progress; spec its decision for
 	// the view at tail specAt, asked and judged while the observation that

@@ -311,15 +311,15 @@ func TestDriver_ViewEqualsFreshLoadWithInvalidUTF8(t *testing.T) {
 	})
 	d := newDriverCfg(t, driver.Config{Log: log, Policy: p, Tools: []driver.Tool{read}})
 	r := create(t, d, "utf8")
-	steps := []driver.Decision{
+	steps := []driver.Action{
 		{Tool: "read", Args: json.RawMessage(`{}`), CallID: "c\xff1", Reason: "why " + bad},
 		{Tool: "read", Args: json.RawMessage(`{"n":2}`), CallID: "c2"},
 	}
-	agent := driver.AgentFunc(func(_ context.Context, in driver.StepInput) (driver.Decision, error) {
+	agent := driver.AgentFunc(func(_ context.Context, in driver.StepInput) (driver.Action, error) {
 		if n := in.Steps.Len(); n < len(steps) {
 			return steps[n], nil
 		}
-		return driver.Decision{}, errors.New("agent gave up " + bad)
+		return driver.Action{}, errors.New("agent gave up " + bad)
 	})
 	drive(t, d, r, agent)
 	fresh := load(t, d, "utf8")

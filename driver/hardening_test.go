@@ -103,12 +103,12 @@ func TestSnapshot_ForgedInterruptedCallNeverRuns(t *testing.T) {
 	// Read once, then stop the drive where the agent is asked again.
 	ctx, cancel := context.WithCancel(t.Context())
 	asked := 0
-	once := driver.AgentFunc(func(ctx context.Context, _ driver.StepInput) (driver.Decision, error) {
+	once := driver.AgentFunc(func(ctx context.Context, _ driver.StepInput) (driver.Action, error) {
 		if asked++; asked == 1 {
 			return testkit.Call("read", `{"path":"a.txt"}`), nil
 		}
 		cancel()
-		return driver.Decision{}, ctx.Err()
+		return driver.Action{}, ctx.Err()
 	})
 	if err := d.Drive(ctx, r, once); !errors.Is(err, context.Canceled) {
 		t.Fatalf("drive: %v", err)
@@ -276,10 +276,10 @@ func TestDriver_PanickingAgentFailsTheRun(t *testing.T) {
 	log := env.Log(t, events.Config{})
 	d := newDriver(t, log, policy.DefaultSideEffects(), done())
 	r := create(t, d, "agent-boom")
-	drive(t, d, r, driver.AgentFunc(func(context.Context, driver.StepInput) (driver.Decision, error) {
+	drive(t, d, r, driver.AgentFunc(func(context.Context, driver.StepInput) (driver.Action, error) {
 		var in []int
 		_ = in[3] // an index out of range: a runtime panic
-		return driver.Decision{}, nil
+		return driver.Action{}, nil
 	}))
 	v := r.View()
 	wantEnd(t, v, projector.Failed, events.ReasonAgentError)

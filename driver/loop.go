@@ -110,7 +110,7 @@ func (d *Driver) advance(ctx context.Context, r *Run, agent Agent) (bool, error)
 		pre = nil
 	}
 	r.spec = nil
-	var dec Decision
+	var dec Action
 	if pre != nil {
 		dec = pre.dec
 	} else {
@@ -181,7 +181,7 @@ func (d *Driver) advance(ctx context.Context, r *Run, agent Agent) (bool, error)
 // too large for one event, is recorded after the decision, as its own
 // event. sent is false when nothing was sent: with an error wrapping
 // [events.ErrTooLarge] when the decision alone is too large to store.
-func (d *Driver) record(ctx context.Context, r *Run, dec Decision, body events.StepDecidedBody) (sent bool, err error) {
+func (d *Driver) record(ctx context.Context, r *Run, dec Action, body events.StepDecidedBody) (sent bool, err error) {
 	at, j, err := d.judgeNext(ctx, &r.view, body)
 	if err != nil {
 		return false, err
@@ -206,7 +206,7 @@ func (d *Driver) judgeNext(ctx context.Context, v *projector.View, body events.S
 
 // foreseen is a pure agent's next decision, asked and judged ahead.
 type foreseen struct {
-	dec  Decision
+	dec  Action
 	body events.StepDecidedBody
 	at   time.Time
 	j    judgement
@@ -238,7 +238,7 @@ var errPureRecords = errors.New("an agent marked driver.Pure records no model ca
 
 // recordJudged records decision dec (body, judged as j on the view holding
 // it, at time at) and acts on the judgement: see [Driver.record].
-func (d *Driver) recordJudged(ctx context.Context, r *Run, dec Decision, body events.StepDecidedBody, at time.Time, j judgement) (sent bool, err error) {
+func (d *Driver) recordJudged(ctx context.Context, r *Run, dec Action, body events.StepDecidedBody, at time.Time, j judgement) (sent bool, err error) {
 	undelivered := func(err error) error {
 		if !errors.Is(err, events.ErrConflict) && !errors.Is(err, events.ErrTooLarge) {
 			r.undelivered, r.undeliveredAt = &dec, r.tail
@@ -287,7 +287,7 @@ func (d *Driver) recordJudged(ctx context.Context, r *Run, dec Decision, body ev
 // decide returns the agent's next decision for r: the one whose append
 // failed at r's tail if there is one (a model is never asked twice for a
 // step because the log was away), a fresh one otherwise.
-func (d *Driver) decide(ctx context.Context, r *Run, agent Agent) (Decision, error) {
+func (d *Driver) decide(ctx context.Context, r *Run, agent Agent) (Action, error) {
 	if r.undelivered != nil && r.undeliveredAt == r.tail {
 		return *r.undelivered, nil
 	}
@@ -315,7 +315,7 @@ func (d *Driver) decide(ctx context.Context, r *Run, agent Agent) (Decision, err
 	}
 	dec, err := ask(ctx, agent, *in)
 	if recErr != nil {
-		return Decision{}, &recordError{fmt.Errorf("record the agent's model call: %w", recErr)}
+		return Action{}, &recordError{fmt.Errorf("record the agent's model call: %w", recErr)}
 	}
 	return dec, err
 }
@@ -330,7 +330,7 @@ func (e *recordError) Unwrap() error { return e.err }
 // ask calls the agent, turning a panic into its error: an agent that
 // chokes on what a model returned fails its run (agent_error), never its
 // worker.
-func ask(ctx context.Context, agent Agent, in StepInput) (dec Decision, err error) {
+func ask(ctx context.Context, agent Agent, in StepInput) (dec Action, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("agent panicked: %v", p)
@@ -358,7 +358,7 @@ func (d *Driver) asksAgentNext(v *projector.View) bool {
 // decidedBody records a decision exactly: the argument bytes as a string
 // when they are UTF-8, as bytes otherwise; or, when it is larger than
 // MaxDecision, by its size, hash and prefix (see oversizeBody).
-func (d *Driver) decidedBody(n int, dec Decision) events.StepDecidedBody {
+func (d *Driver) decidedBody(n int, dec Action) events.StepDecidedBody {
 	limit := d.cfg.MaxDecision
 	if limit <= 0 {
 		limit = d.log.MaxEventBytes() / 2
@@ -375,7 +375,7 @@ func (d *Driver) decidedBody(n int, dec Decision) events.StepDecidedBody {
 	return b
 }
 
-func decisionBytes(dec Decision) int {
+func decisionBytes(dec Action) int {
 	return len(dec.Tool) + len(dec.Args) + len(dec.CallID) + len(dec.Reason)
 }
 
@@ -385,7 +385,7 @@ const oversizePrefix = 256
 // oversizeBody records a decision too large to record whole: its size, the
 // hash of its arguments, and a prefix of each part (valid UTF-8, arguments
 // that are not UTF-8 quoted), so the agent and an operator see what it was.
-func oversizeBody(n int, dec Decision, limit int) events.StepDecidedBody {
+func oversizeBody(n int, dec Action, limit int) events.StepDecidedBody {
 	sum := sha256.Sum256(dec.Args)
 	var args string
 	if utf8.Valid(dec.Args) {

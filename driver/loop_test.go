@@ -44,7 +44,7 @@ func TestDriver_DecisionRecordedExactlyBeforeChecks(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			id := fmt.Sprintf("exact-%d", i)
 			r := create(t, d, id)
-			dec := driver.Decision{Tool: "read_file", Args: bytes.Clone(tc.args), CallID: "call_1", Reason: "  look  "}
+			dec := driver.Action{Tool: "read_file", Args: bytes.Clone(tc.args), CallID: "call_1", Reason: "  look  "}
 			drive(t, d, r, testkit.NewScript(dec, testkit.Call("done", `{}`)))
 
 			recs := records(t, log, id)
@@ -173,7 +173,7 @@ func TestDriver_UnusableJSONDecisionsAreRecordedInvalid(t *testing.T) {
 			id := fmt.Sprintf("unusable-%d", i)
 			r := create(t, d, id)
 			before := read.Count()
-			drive(t, d, r, testkit.NewScript(driver.Decision{Tool: "read_file", Args: bytes.Clone(tc.args)}, testkit.Call("done", `{}`)))
+			drive(t, d, r, testkit.NewScript(driver.Action{Tool: "read_file", Args: bytes.Clone(tc.args)}, testkit.Call("done", `{}`)))
 
 			s := stepOf(t, r, 1)
 			if s.Observation == nil || s.Observation.Kind != events.ObsInvalidDecision {
@@ -692,8 +692,8 @@ func TestDriver_AgentErrorFailsRun(t *testing.T) {
 	log := env.Log(t, events.Config{})
 	d := newDriver(t, log, allowAll, done())
 	r := create(t, d, "agent-err")
-	agent := driver.AgentFunc(func(context.Context, driver.StepInput) (driver.Decision, error) {
-		return driver.Decision{}, errors.New("model unavailable")
+	agent := driver.AgentFunc(func(context.Context, driver.StepInput) (driver.Action, error) {
+		return driver.Action{}, errors.New("model unavailable")
 	})
 	drive(t, d, r, agent)
 	v := r.View()
@@ -705,7 +705,7 @@ func TestDriver_AgentErrorFailsRun(t *testing.T) {
 
 // readN is an agent that reads a different path each step.
 func readN() driver.Agent {
-	return driver.AgentFunc(func(_ context.Context, in driver.StepInput) (driver.Decision, error) {
+	return driver.AgentFunc(func(_ context.Context, in driver.StepInput) (driver.Action, error) {
 		return testkit.Call("read_file", fmt.Sprintf(`{"path":"f%d"}`, in.Steps.Len()+1)), nil
 	})
 }
@@ -735,7 +735,7 @@ func TestDriver_RepeatedFailuresEndRun(t *testing.T) {
 		del := testkit.NewLedger("delete_file", events.Destructive, pathSchema)
 		d := newDriver(t, log, policy.DefaultSideEffects(), del)
 		r := create(t, d, "denied")
-		agent := driver.AgentFunc(func(_ context.Context, in driver.StepInput) (driver.Decision, error) {
+		agent := driver.AgentFunc(func(_ context.Context, in driver.StepInput) (driver.Action, error) {
 			return testkit.Call("delete_file", fmt.Sprintf(`{"path":"/%d"}`, in.Steps.Len())), nil
 		})
 		drive(t, d, r, agent)
@@ -752,7 +752,7 @@ func TestDriver_RepeatedFailuresEndRun(t *testing.T) {
 		read := testkit.NewLedger("read_file", events.ReadOnly, pathSchema)
 		d := newDriverCfg(t, driver.Config{Log: log, Policy: allowAll, Tools: []driver.Tool{read, done()}, Limits: events.Limits{MaxFailuresInRow: 3}})
 		r := create(t, d, "reset")
-		var decs []driver.Decision
+		var decs []driver.Action
 		for i := range 2 {
 			decs = append(decs, testkit.Call("read_file", fmt.Sprintf(`{"bad":%d}`, i)), testkit.Call("read_file", fmt.Sprintf(`{"bad":%d,"x":1}`, i)))
 			decs = append(decs, testkit.Call("read_file", fmt.Sprintf(`{"path":"%d"}`, i)))
@@ -770,7 +770,7 @@ func TestDriver_LoopDetected(t *testing.T) {
 		read := testkit.NewLedger("read_file", events.ReadOnly, pathSchema)
 		d := newDriverCfg(t, driver.Config{Log: log, Policy: allowAll, Tools: []driver.Tool{read}, Limits: events.Limits{MaxRepeats: 3}})
 		r := create(t, d, "loop")
-		agent := driver.AgentFunc(func(context.Context, driver.StepInput) (driver.Decision, error) {
+		agent := driver.AgentFunc(func(context.Context, driver.StepInput) (driver.Action, error) {
 			return testkit.Call("read_file", `{"path":"same"}`), nil
 		})
 		drive(t, d, r, agent)
@@ -789,7 +789,7 @@ func TestDriver_LoopDetected(t *testing.T) {
 		read.Result = func(context.Context, json.RawMessage) (string, error) { n++; return fmt.Sprint("line ", n), nil }
 		d := newDriverCfg(t, driver.Config{Log: log, Policy: allowAll, Tools: []driver.Tool{read}, Limits: events.Limits{MaxRepeats: 3, MaxSteps: 6}})
 		r := create(t, d, "tail")
-		agent := driver.AgentFunc(func(context.Context, driver.StepInput) (driver.Decision, error) {
+		agent := driver.AgentFunc(func(context.Context, driver.StepInput) (driver.Action, error) {
 			return testkit.Call("read_file", `{"path":"same"}`), nil
 		})
 		drive(t, d, r, agent)

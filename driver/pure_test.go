@@ -27,7 +27,7 @@ type pureAgent struct {
 
 func (a *pureAgent) Pure() {}
 
-func (a *pureAgent) Decide(ctx context.Context, in driver.StepInput) (driver.Decision, error) {
+func (a *pureAgent) Decide(ctx context.Context, in driver.StepInput) (driver.Action, error) {
 	step := in.Steps.Len() + 1
 	a.mu.Lock()
 	*a.log = append(*a.log, fmt.Sprintf("decide %d", step))

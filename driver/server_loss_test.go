@@ -115,7 +115,7 @@ func TestDriver_ServerGoneBeforeTheDecisionIsStoredAsksTheAgentOnce(t *testing.T
 		t.Fatal(err)
 	}
 	asked := 0
-	agent := driver.AgentFunc(func(_ context.Context, in driver.StepInput) (driver.Decision, error) {
+	agent := driver.AgentFunc(func(_ context.Context, in driver.StepInput) (driver.Action, error) {
 		asked++
 		if asked == 1 {
 			srv.Stop() // the server dies while the model thinks

@@ -51,7 +51,7 @@ func newApprovalFleet(t *testing.T, ttl time.Duration) *approvalFleet {
 		Policy: policy.WithID(policy.DefaultSideEffects(), "side-effects v1"),
 		Tools:  []driver.Tool{f.send, f.done}, Operators: approvals.Operators{pub: "alice"}, ApprovalTTL: ttl,
 	}
-	f.agent = scripted.Agent{Decisions: []driver.Decision{scripted.Call("send", `{"to":"ops"}`), scripted.Call("done", `{}`)}}
+	f.agent = scripted.Agent{Decisions: []driver.Action{scripted.Call("send", `{"to":"ops"}`), scripted.Call("done", `{}`)}}
 	return f
 }
 

@@ -37,7 +37,7 @@ func actorFleet(t *testing.T) *approvalFleet {
 	return f
 }
 
-var ledgerScript = scripted.Agent{Decisions: []driver.Decision{scripted.Call("ledger_read", `{}`), scripted.Call("done", `{}`)}}
+var ledgerScript = scripted.Agent{Decisions: []driver.Action{scripted.Call("ledger_read", `{}`), scripted.Call("done", `{}`)}}
 
 // startWorker runs a worker with agents and their run defaults until the
 // test ends, and waits until the registry shows every agent offered.

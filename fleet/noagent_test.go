@@ -23,7 +23,7 @@ func TestFleet_RunWithAnAgentNobodyOffersFailsVisibly(t *testing.T) {
 	d, q := f.member(t)
 	wd, wq := f.member(t)
 	w, err := fleet.NewWorker(fleet.WorkerConfig{Driver: wd, Queue: wq, Agents: map[string]driver.Agent{
-		"demo": scripted.Agent{Decisions: []driver.Decision{scripted.Call("done", `{}`)}},
+		"demo": scripted.Agent{Decisions: []driver.Action{scripted.Call("done", `{}`)}},
 	}})
 	if err != nil {
 		t.Fatal(err)

@@ -48,7 +48,7 @@ func TestFleet_PanickingPolicyFailsItsRunAndNoWorker(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range drove {
 		wd, wq := f.member(t)
-		agent := driver.AgentFunc(func(ctx context.Context, in driver.StepInput) (driver.Decision, error) {
+		agent := driver.AgentFunc(func(ctx context.Context, in driver.StepInput) (driver.Action, error) {
 			drove[i].Add(1)
 			if in.Run.Agent == "bomb" {
 				return scripted.Call("boom", `{"to":"x"}`), nil

@@ -116,7 +116,7 @@ func TestDriver_FilesystemRunAcrossTwoWorkers(t *testing.T) {
 	kp, ops := newOperator(t)
 	d1, d2 := worker(t, log, cfg, lock, ops), worker(t, log, cfg, lock, ops)
 	out := filepath.Join(root, "out.txt")
-	agent := scripted.Agent{Decisions: []driver.Decision{
+	agent := scripted.Agent{Decisions: []driver.Action{
 		scripted.Call("fs__read_text_file", `{"path":"`+filepath.Join(root, "notes.txt")+`"}`),
 		scripted.Call("fs__write_file", `{"path":"`+out+`","content":"hello, written"}`),
 		scripted.Call("finish", `{}`),
@@ -210,7 +210,7 @@ func TestDriver_ServerKilledMidWriteWaitsForOperator(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	agent := scripted.Agent{Decisions: []driver.Decision{scripted.Call("local__hang", `{"text":"w"}`)}}
+	agent := scripted.Agent{Decisions: []driver.Action{scripted.Call("local__hang", `{"text":"w"}`)}}
 	if err := d.Drive(t.Context(), r, agent); err != nil {
 		t.Fatal(err)
 	}
@@ -249,7 +249,7 @@ func TestDriver_GrantIsBoundToThePin(t *testing.T) {
 	log := testkit.JetStream(t).Log(t, events.Config{})
 	kp, ops := newOperator(t)
 	d1 := worker(t, log, cfg, pin(t, cfg), ops)
-	agent := scripted.Agent{Decisions: []driver.Decision{scripted.Call("web__write", `{"text":"x"}`), scripted.Call("finish", `{}`)}}
+	agent := scripted.Agent{Decisions: []driver.Action{scripted.Call("web__write", `{"text":"x"}`), scripted.Call("finish", `{}`)}}
 	r, err := d1.Create(t.Context(), "bound", "script", nil)
 	if err != nil {
 		t.Fatal(err)

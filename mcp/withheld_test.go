@@ -40,7 +40,7 @@ func TestDriver_ToolChangedWhileRunningIsWithheldAndRecorded(t *testing.T) {
 	}
 	var shown [][]string
 	step := 0
-	agent := driver.AgentFunc(func(_ context.Context, in driver.StepInput) (driver.Decision, error) {
+	agent := driver.AgentFunc(func(_ context.Context, in driver.StepInput) (driver.Action, error) {
 		var names []string
 		for _, tl := range in.Tools {
 			names = append(names, tl.Name)

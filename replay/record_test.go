@@ -91,7 +91,7 @@ func (r *recorder) driver(p policy.Policy, ops approvals.Operators) *driver.Driv
 
 // drive creates run id on d (or loads it, if it exists) and drives it with
 // calls, the n-th for step n.
-func (r *recorder) drive(d *driver.Driver, id string, calls ...driver.Decision) *driver.Run {
+func (r *recorder) drive(d *driver.Driver, id string, calls ...driver.Action) *driver.Run {
 	r.t.Helper()
 	ctx := r.t.Context()
 	run, err := d.Load(ctx, id)
@@ -175,7 +175,7 @@ func (r *recorder) lines() [][]byte {
 	return out
 }
 
-func call(tool, args string) driver.Decision { return testkit.Call(tool, args) }
+func call(tool, args string) driver.Action { return testkit.Call(tool, args) }
 
 // recordFleet records three runs of the baseline policy, interleaved:
 // alpha pauses on a send, bravo runs to the end (a denied delete on the
@@ -185,7 +185,7 @@ func recordFleet(t *testing.T) [][]byte {
 	r := newRecorder(t)
 	kp, pub := operatorKey(t, 1)
 	d := r.driver(policy.WithID(policy.DefaultSideEffects(), baselineID), approvals.Operators{pub: "ops"})
-	alpha := []driver.Decision{
+	alpha := []driver.Action{
 		call("read_file", `{"path": "notes.txt"}`),
 		call("write_file", `{"path": "notes.txt", "text": "draft"}`),
 		call("send_email", `{"to": "ops@example.com", "body": "notes attached"}`),
@@ -236,7 +236,7 @@ func recordGrants(t *testing.T) [][]byte {
 	stranger, _ := operatorKey(t, 2)
 	p := policy.WithID(policy.DefaultSideEffects(), baselineID)
 	d := r.driver(p, approvals.Operators{pub: "ops"})
-	foxtrot := []driver.Decision{
+	foxtrot := []driver.Action{
 		call("send_email", `{"to": "ops@example.com"}`),
 		call("finish", `{}`),
 	}

@@ -639,15 +639,15 @@ func TestResult_PrintsTheAnswer(t *testing.T) {
 	if err := runResult(ctx, e.args("r1"), &out); !errors.Is(err, client.ErrNotEnded) {
 		t.Fatalf("result of a running run: got %v, want client.ErrNotEnded", err)
 	}
-	answer := driver.AgentFunc(func(ctx context.Context, in driver.StepInput) (driver.Decision, error) {
+	answer := driver.AgentFunc(func(ctx context.Context, in driver.StepInput) (driver.Action, error) {
 		if err := in.Record(ctx, events.ModelAttempted, events.ModelAttemptBody{Call: 1, Attempt: 1, Provider: "p", Model: "m", SideEffect: events.SideEffectNone}); err != nil {
-			return driver.Decision{}, err
+			return driver.Action{}, err
 		}
 		u := events.ModelUsage{Calls: 1, InputTokens: 5, OutputTokens: 3, SpendNanoUSD: 1500}
 		if err := in.Record(ctx, events.ModelReplied, events.ModelReplyBody{Call: 1, Attempt: 1, Finish: "stop", Text: "it says hello", Usage: u}); err != nil {
-			return driver.Decision{}, err
+			return driver.Action{}, err
 		}
-		return driver.Decision{Final: &driver.Answer{Text: "it says hello"}}, nil
+		return driver.Action{Final: &driver.Answer{Text: "it says hello"}}, nil
 	})
 	done := make(chan error, 1)
 	go func() {
@@ -681,8 +681,8 @@ func TestResult_PrintsTheAnswer(t *testing.T) {
 	if got := string(r2.View().Run.Input); got != `{"task":"x"}` {
 		t.Errorf("JSON input %s, want it as given", got)
 	}
-	broke := driver.AgentFunc(func(context.Context, driver.StepInput) (driver.Decision, error) {
-		return driver.Decision{}, errors.New("no model today")
+	broke := driver.AgentFunc(func(context.Context, driver.StepInput) (driver.Action, error) {
+		return driver.Action{}, errors.New("no model today")
 	})
 	if err := e.d.Drive(ctx, r2, broke); err != nil {
 		t.Fatal(err)

@@ -70,11 +70,11 @@ func (refunds) Evaluate(_ context.Context, req policy.Request, _ projector.View)
 
 // refunder is the agent: it asks for the refund its input names, then
 // ends the run with what the tool said.
-func refunder(_ context.Context, in driver.StepInput) (driver.Decision, error) {
+func refunder(_ context.Context, in driver.StepInput) (driver.Action, error) {
 	if last, ok := in.Steps.Last(); ok && last.Observation != nil {
-		return driver.Decision{Final: &driver.Answer{Text: last.Observation.Content}}, nil
+		return driver.Action{Final: &driver.Answer{Text: last.Observation.Content}}, nil
 	}
-	return driver.Decision{Tool: "refund", Args: in.Run.Input}, nil
+	return driver.Action{Tool: "refund", Args: in.Run.Input}, nil
 }
 
 func main() {
