@@ -84,10 +84,10 @@ func TestResume_GrantExecutesExactlyTheRecordedRequest(t *testing.T) {
 
 func TestResume_PolicyAskingForDifferentApprovalPausesAgain(t *testing.T) {
 	calls := 0
-	changing := policyFunc(func(_ context.Context, req policy.Request, _ projector.View) (policy.Decision, error) {
+	changing := policyFunc(func(_ context.Context, req policy.Request, _ projector.View) (policy.Ruling, error) {
 		calls++
 		if req.Tool.Terminal {
-			return policy.Decision{Outcome: events.Allow}, nil
+			return policy.Ruling{Outcome: events.Allow}, nil
 		}
 		// The presentation changes between the loop and the resume: what
 		// the reviewer saw is part of what they granted.
@@ -130,15 +130,15 @@ func TestResume_PolicyAskingForDifferentApprovalPausesAgain(t *testing.T) {
 
 func TestResume_PolicyDenyOnResumeIsObservation(t *testing.T) {
 	calls := 0
-	p := policyFunc(func(_ context.Context, req policy.Request, _ projector.View) (policy.Decision, error) {
+	p := policyFunc(func(_ context.Context, req policy.Request, _ projector.View) (policy.Ruling, error) {
 		calls++
 		switch {
 		case req.Tool.Terminal:
-			return policy.Decision{Outcome: events.Allow}, nil
+			return policy.Ruling{Outcome: events.Allow}, nil
 		case calls == 1:
 			return policy.NeedApproval("send_check", "needs a person", nil, nil)
 		}
-		return policy.Decision{Outcome: events.Deny, Reason: "the rules changed"}, nil
+		return policy.Ruling{Outcome: events.Deny, Reason: "the rules changed"}, nil
 	})
 	ps := pauseOnSend(t, driver.Config{Policy: p}, `{"to":"ops"}`)
 	a := grant(t, ps.d, ps.r, ps.kp)
@@ -335,7 +335,7 @@ func TestResume_ExpiredApprovalCancelsRun(t *testing.T) {
 
 	t.Run("the policy's own expiry", func(t *testing.T) {
 		clk := newClock()
-		short := policyFunc(func(_ context.Context, req policy.Request, _ projector.View) (policy.Decision, error) {
+		short := policyFunc(func(_ context.Context, req policy.Request, _ projector.View) (policy.Ruling, error) {
 			d, err := policy.NeedApproval("quick", "answer fast", nil, nil)
 			d.Approval.ExpiresIn = 5 * time.Second
 			return d, err

@@ -154,7 +154,7 @@ func TestDriver_ConsumersCannotCorruptEachOther(t *testing.T) {
 		kp, ops := operator(t)
 
 		var snapshot []events.ToolSpec // the driver's tools as compiled, before anyone wrote
-		pol := policyFunc(func(ctx context.Context, req policy.Request, v projector.View) (policy.Decision, error) {
+		pol := policyFunc(func(ctx context.Context, req policy.Request, v projector.View) (policy.Ruling, error) {
 			checkInput(t, "policy", v.Steps, v.Run.Tools, snapshot)
 			if want := specByName(snapshot, consumerSteps[req.Step-1].tool); !reflect.DeepEqual(req.Tool, want) {
 				t.Errorf("policy asked with tool %s, want %s", specsString([]events.ToolSpec{req.Tool}), specsString([]events.ToolSpec{want}))

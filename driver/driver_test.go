@@ -172,9 +172,9 @@ func TestDriver_ConflictStopsDriving(t *testing.T) {
 		// recording a refused decision) moves the run on: neither the
 		// decision nor the allow it travels with may be recorded, and the
 		// tool must not run.
-		intruder := policyFunc(func(ctx context.Context, req policy.Request, _ projector.View) (policy.Decision, error) {
+		intruder := policyFunc(func(ctx context.Context, req policy.Request, _ projector.View) (policy.Ruling, error) {
 			appendEvent(t, log, req.Run, events.ApprovalRefused, events.RefusedBody{Approval: "none", Intake: 1, Reason: "no such approval"})
-			return policy.Decision{Outcome: events.Allow}, nil
+			return policy.Ruling{Outcome: events.Allow}, nil
 		})
 		d := newDriver(t, log, intruder, l)
 		r := create(t, d, "raced")
@@ -303,11 +303,11 @@ func TestDriver_ViewEqualsFreshLoadWithInvalidUTF8(t *testing.T) {
 	const bad = "ok \xff\xfe end"
 	read := testkit.NewLedger("read", events.ReadOnly, testkit.AnyObject)
 	read.Result = func(context.Context, json.RawMessage) (string, error) { return "result " + bad, nil }
-	p := policyFunc(func(_ context.Context, req policy.Request, _ projector.View) (policy.Decision, error) {
+	p := policyFunc(func(_ context.Context, req policy.Request, _ projector.View) (policy.Ruling, error) {
 		if req.Step == 2 {
-			return policy.Decision{Outcome: events.Deny, Reason: "no " + bad}, nil
+			return policy.Ruling{Outcome: events.Deny, Reason: "no " + bad}, nil
 		}
-		return policy.Decision{Outcome: events.Allow, Reason: "fine " + bad}, nil
+		return policy.Ruling{Outcome: events.Allow, Reason: "fine " + bad}, nil
 	})
 	d := newDriverCfg(t, driver.Config{Log: log, Policy: p, Tools: []driver.Tool{read}})
 	r := create(t, d, "utf8")

@@ -204,10 +204,10 @@ func TestDriver_PanickingPolicyFailsTheRun(t *testing.T) {
 	env := testkit.JetStream(t)
 	log := env.Log(t, events.Config{})
 	send := testkit.NewLedger("send", events.RemoteMutation, toSchema)
-	boom := policyFunc(func(context.Context, policy.Request, projector.View) (policy.Decision, error) {
+	boom := policyFunc(func(context.Context, policy.Request, projector.View) (policy.Ruling, error) {
 		var m map[string]int
 		m["x"]++ // a nil map write: a runtime panic, not a call to panic
-		return policy.Decision{Outcome: events.Allow}, nil
+		return policy.Ruling{Outcome: events.Allow}, nil
 	})
 	d := newDriver(t, log, boom, send)
 	r := create(t, d, "boom")

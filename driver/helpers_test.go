@@ -172,15 +172,15 @@ func done() *testkit.Ledger {
 }
 
 // policyFunc adapts a function to policy.Policy.
-type policyFunc func(ctx context.Context, req policy.Request, v projector.View) (policy.Decision, error)
+type policyFunc func(ctx context.Context, req policy.Request, v projector.View) (policy.Ruling, error)
 
-func (f policyFunc) Evaluate(ctx context.Context, req policy.Request, v projector.View) (policy.Decision, error) {
+func (f policyFunc) Evaluate(ctx context.Context, req policy.Request, v projector.View) (policy.Ruling, error) {
 	return f(ctx, req, v)
 }
 
 // allowAll allows every request.
-var allowAll = policyFunc(func(context.Context, policy.Request, projector.View) (policy.Decision, error) {
-	return policy.Decision{Outcome: events.Allow, Reason: "allowed"}, nil
+var allowAll = policyFunc(func(context.Context, policy.Request, projector.View) (policy.Ruling, error) {
+	return policy.Ruling{Outcome: events.Allow, Reason: "allowed"}, nil
 })
 
 // counting wraps a policy and keeps a copy of every request it was asked.
@@ -192,7 +192,7 @@ type counting struct {
 
 func count(p policy.Policy) *counting { return &counting{inner: p} }
 
-func (c *counting) Evaluate(ctx context.Context, req policy.Request, v projector.View) (policy.Decision, error) {
+func (c *counting) Evaluate(ctx context.Context, req policy.Request, v projector.View) (policy.Ruling, error) {
 	cp := req
 	cp.Args = bytes.Clone(req.Args)
 	cp.Tool.Schema = bytes.Clone(req.Tool.Schema)

@@ -303,11 +303,11 @@ func TestDriver_PolicyResultRecordsPolicyID(t *testing.T) {
 }
 
 // denyAll denies every request but a terminal tool, with a fixed reason.
-var denyAll = policyFunc(func(_ context.Context, req policy.Request, _ projector.View) (policy.Decision, error) {
+var denyAll = policyFunc(func(_ context.Context, req policy.Request, _ projector.View) (policy.Ruling, error) {
 	if req.Tool.Terminal {
-		return policy.Decision{Outcome: events.Allow}, nil
+		return policy.Ruling{Outcome: events.Allow}, nil
 	}
-	return policy.Decision{Outcome: events.Deny, Reason: "deletes are off today"}, nil
+	return policy.Ruling{Outcome: events.Deny, Reason: "deletes are off today"}, nil
 })
 
 func TestDriver_PolicyDenyIsObservation(t *testing.T) {
@@ -350,8 +350,8 @@ func TestDriver_PolicyAbortEndsRun(t *testing.T) {
 	env := testkit.JetStream(t)
 	log := env.Log(t, events.Config{})
 	del := testkit.NewLedger("delete_file", events.Destructive, pathSchema)
-	abort := policyFunc(func(context.Context, policy.Request, projector.View) (policy.Decision, error) {
-		return policy.Decision{Outcome: events.Abort, Reason: "tried to delete the root"}, nil
+	abort := policyFunc(func(context.Context, policy.Request, projector.View) (policy.Ruling, error) {
+		return policy.Ruling{Outcome: events.Abort, Reason: "tried to delete the root"}, nil
 	})
 	d := newDriver(t, log, abort, del, done())
 	r := create(t, d, "abort")
@@ -381,7 +381,7 @@ func TestDriver_RequireApprovalPausesRun(t *testing.T) {
 	env := testkit.JetStream(t)
 	log := env.Log(t, events.Config{})
 	deploy := testkit.NewLedger("deploy", events.RemoteMutation, `{"type":"object"}`)
-	ask := policyFunc(func(_ context.Context, req policy.Request, _ projector.View) (policy.Decision, error) {
+	ask := policyFunc(func(_ context.Context, req policy.Request, _ projector.View) (policy.Ruling, error) {
 		return policy.NeedApproval("deploy_prod", "production needs a person", map[string]any{"env": "prod", "args": req.Args}, map[string]string{"say": "deploy <prod> & tell"})
 	})
 	d := newDriver(t, log, ask, deploy)
@@ -429,8 +429,8 @@ func TestPolicy_UnknownOutcomeFailsLoopAndResume(t *testing.T) {
 			env := testkit.JetStream(t)
 			log := env.Log(t, events.Config{})
 			write := testkit.NewLedger("write", events.LocalMutation, testkit.AnyObject)
-			p := policyFunc(func(context.Context, policy.Request, projector.View) (policy.Decision, error) {
-				return policy.Decision{Outcome: outcome, Reason: "unsure"}, nil
+			p := policyFunc(func(context.Context, policy.Request, projector.View) (policy.Ruling, error) {
+				return policy.Ruling{Outcome: outcome, Reason: "unsure"}, nil
 			})
 			d := newDriver(t, log, p, write)
 			r := create(t, d, "loop")
@@ -450,12 +450,12 @@ func TestPolicy_UnknownOutcomeFailsLoopAndResume(t *testing.T) {
 			log := env.Log(t, events.Config{})
 			write := testkit.NewLedger("write", events.LocalMutation, testkit.AnyObject)
 			calls := 0
-			p := policyFunc(func(context.Context, policy.Request, projector.View) (policy.Decision, error) {
+			p := policyFunc(func(context.Context, policy.Request, projector.View) (policy.Ruling, error) {
 				calls++
 				if calls == 1 {
 					return policy.NeedApproval("check", "first ask", nil, nil)
 				}
-				return policy.Decision{Outcome: outcome, Reason: "unsure"}, nil
+				return policy.Ruling{Outcome: outcome, Reason: "unsure"}, nil
 			})
 			kp, ops := operator(t)
 			d := newDriverCfg(t, driver.Config{Log: log, Policy: p, Tools: []driver.Tool{write}, Operators: ops})
@@ -486,9 +486,9 @@ func TestPolicy_ErrorFailsRun(t *testing.T) {
 	log := env.Log(t, events.Config{})
 	write := testkit.NewLedger("write", events.LocalMutation, testkit.AnyObject)
 	errRules := errors.New("rules file unreadable")
-	p := policyFunc(func(context.Context, policy.Request, projector.View) (policy.Decision, error) {
+	p := policyFunc(func(context.Context, policy.Request, projector.View) (policy.Ruling, error) {
 		// An error wins even over an allow returned beside it.
-		return policy.Decision{Outcome: events.Allow}, errRules
+		return policy.Ruling{Outcome: events.Allow}, errRules
 	})
 	d := newDriver(t, log, policy.WithID(p, "rules v1"), write)
 	r := create(t, d, "err")
@@ -524,8 +524,8 @@ func TestDriver_UnusablePolicyJSONFailsWithoutExecuting(t *testing.T) {
 			env := testkit.JetStream(t)
 			log := env.Log(t, events.Config{})
 			send := testkit.NewLedger("send", events.RemoteMutation, toSchema)
-			p := policyFunc(func(context.Context, policy.Request, projector.View) (policy.Decision, error) {
-				return policy.Decision{Outcome: events.RequireApproval, Reason: "hand-built", Approval: &policy.Approval{
+			p := policyFunc(func(context.Context, policy.Request, projector.View) (policy.Ruling, error) {
+				return policy.Ruling{Outcome: events.RequireApproval, Reason: "hand-built", Approval: &policy.Approval{
 					Kind: "send_check", Capability: tc.capability, Presentation: tc.presentation,
 				}}, nil
 			})
@@ -550,8 +550,8 @@ func TestDriver_UnusablePolicyJSONFailsWithoutExecuting(t *testing.T) {
 		env := testkit.JetStream(t)
 		log := env.Log(t, events.Config{})
 		send := testkit.NewLedger("send", events.RemoteMutation, toSchema)
-		p := policyFunc(func(context.Context, policy.Request, projector.View) (policy.Decision, error) {
-			return policy.Decision{Outcome: events.RequireApproval}, nil
+		p := policyFunc(func(context.Context, policy.Request, projector.View) (policy.Ruling, error) {
+			return policy.Ruling{Outcome: events.RequireApproval}, nil
 		})
 		d := newDriver(t, log, p, send)
 		r := create(t, d, "kindless")

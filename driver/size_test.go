@@ -79,7 +79,7 @@ func TestDriver_LargeApprovalCarriesArgumentsOnce(t *testing.T) {
 // copyingPolicy asks for approval with the arguments copied into both the
 // capability and the presentation: a policy's right, which makes 400 KiB of
 // arguments an event of 1.2 MB the server cannot store.
-var copyingPolicy = policyFunc(func(_ context.Context, req policy.Request, _ projector.View) (policy.Decision, error) {
+var copyingPolicy = policyFunc(func(_ context.Context, req policy.Request, _ projector.View) (policy.Ruling, error) {
 	c := map[string]json.RawMessage{"args": req.Args}
 	return policy.NeedApproval("copy", "copies the request", c, c)
 })

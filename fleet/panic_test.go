@@ -21,11 +21,11 @@ import (
 // bomb panics on any request for the tool "boom", and allows the rest.
 type bomb struct{}
 
-func (bomb) Evaluate(_ context.Context, req policy.Request, _ projector.View) (policy.Decision, error) {
+func (bomb) Evaluate(_ context.Context, req policy.Request, _ projector.View) (policy.Ruling, error) {
 	if req.Tool.Name == "boom" {
 		panic("the policy blew up on " + req.Run)
 	}
-	return policy.Decision{Outcome: events.Allow, Reason: "fine"}, nil
+	return policy.Ruling{Outcome: events.Allow, Reason: "fine"}, nil
 }
 
 func (bomb) PolicyID() string { return "bomb v1" }

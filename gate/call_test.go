@@ -240,7 +240,7 @@ type cancelling struct {
 	cancel context.CancelFunc
 }
 
-func (c cancelling) Evaluate(ctx context.Context, req policy.Request, v projector.View) (policy.Decision, error) {
+func (c cancelling) Evaluate(ctx context.Context, req policy.Request, v projector.View) (policy.Ruling, error) {
 	c.cancel()
 	return c.Policy.Evaluate(ctx, req, v)
 }

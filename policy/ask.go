@@ -30,7 +30,7 @@ type Verdict struct {
 	// runtime's default).
 	ExpiresIn time.Duration
 	// Parts is what each member of a composed policy answered (see
-	// [Decision.Parts]), recorded with the result.
+	// [Ruling.Parts]), recorded with the result.
 	Parts []events.PolicyPart
 	// Err is set when the policy gave no answer the runtime can act on: it
 	// returned an error, panicked, answered an outcome outside the four,
@@ -83,7 +83,7 @@ func Ask(ctx context.Context, p Policy, req Request, view projector.View) Verdic
 }
 
 // evaluate calls p, turning a panic into an error.
-func evaluate(ctx context.Context, p Policy, req Request, view projector.View) (dec Decision, err error) {
+func evaluate(ctx context.Context, p Policy, req Request, view projector.View) (dec Ruling, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("panicked: %v", r)

@@ -72,10 +72,10 @@ func (c *Composed) Members() []string {
 // member's id, because the member's part just before says the id, and a
 // rules file's id is a 77-character hash that would otherwise be written
 // again for every rule that applied, on every step.
-func (c *Composed) Evaluate(ctx context.Context, req Request, view projector.View) (Decision, error) {
-	var win, ask *Decision
+func (c *Composed) Evaluate(ctx context.Context, req Request, view projector.View) (Ruling, error) {
+	var win, ask *Ruling
 	winID := ""
-	ds := make([]Decision, len(c.members))
+	ds := make([]Ruling, len(c.members))
 	n := len(c.members)
 	for i, m := range c.members {
 		// Each member its own copy; the last takes the one this policy was
@@ -86,10 +86,10 @@ func (c *Composed) Evaluate(ctx context.Context, req Request, view projector.Vie
 		}
 		d, err := m.Evaluate(ctx, r, v)
 		if err != nil {
-			return Decision{}, fmt.Errorf("member %s: %w", m.PolicyID(), err)
+			return Ruling{}, fmt.Errorf("member %s: %w", m.PolicyID(), err)
 		}
 		if !d.Outcome.Valid() {
-			return Decision{}, fmt.Errorf("member %s: outcome %q (want allow, deny, abort or require_approval)", m.PolicyID(), d.Outcome)
+			return Ruling{}, fmt.Errorf("member %s: outcome %q (want allow, deny, abort or require_approval)", m.PolicyID(), d.Outcome)
 		}
 		ds[i] = d
 		n += len(d.Parts)
@@ -112,7 +112,7 @@ func (c *Composed) Evaluate(ctx context.Context, req Request, view projector.Vie
 			ask = &dd
 		}
 	}
-	out := Decision{Outcome: win.Outcome, Reason: winID + ": " + win.Reason, Parts: parts}
+	out := Ruling{Outcome: win.Outcome, Reason: winID + ": " + win.Reason, Parts: parts}
 	if out.Outcome == events.RequireApproval {
 		out.Approval = ask.Approval
 	}

@@ -13,18 +13,18 @@ import (
 
 // fixed answers the same whatever it is asked, and counts its calls.
 type fixed struct {
-	d     policy.Decision
+	d     policy.Ruling
 	err   error
 	calls *int
 }
 
-func (f fixed) Evaluate(context.Context, policy.Request, projector.View) (policy.Decision, error) {
+func (f fixed) Evaluate(context.Context, policy.Request, projector.View) (policy.Ruling, error) {
 	*f.calls++
 	return f.d, f.err
 }
 
 func member(id string, o events.Outcome, calls *int) policy.IdentifiedPolicy {
-	d := policy.Decision{Outcome: o, Reason: id + " says " + string(o)}
+	d := policy.Ruling{Outcome: o, Reason: id + " says " + string(o)}
 	if o == events.RequireApproval {
 		d, _ = policy.NeedApproval(id, id+" says ask", nil, nil)
 	}
@@ -145,7 +145,7 @@ func TestCompose_MemberErrorFailsClosed(t *testing.T) {
 	var n int
 	boom := errors.New("boom")
 	bad := policy.WithID(fixed{err: boom, calls: &n}, "bad")
-	odd := policy.WithID(fixed{d: policy.Decision{Outcome: "maybe"}, calls: &n}, "odd")
+	odd := policy.WithID(fixed{d: policy.Ruling{Outcome: "maybe"}, calls: &n}, "odd")
 	for _, m := range []policy.Policy{bad, odd} {
 		c, _ := policy.Compose(member("ok", events.Allow, &n), m)
 		req, v := composeReq()

@@ -50,8 +50,8 @@ type Approval struct {
 	ExpiresIn time.Duration
 }
 
-// Decision is a policy's answer.
-type Decision struct {
+// Ruling is a policy's answer.
+type Ruling struct {
 	Outcome  events.Outcome
 	Reason   string
 	Approval *Approval
@@ -64,7 +64,7 @@ type Decision struct {
 // the view it is handed (it is a copy, so changing it changes nothing the
 // runtime sees). An error fails the run closed.
 type Policy interface {
-	Evaluate(ctx context.Context, req Request, view projector.View) (Decision, error)
+	Evaluate(ctx context.Context, req Request, view projector.View) (Ruling, error)
 }
 
 // IdentifiedPolicy is a policy that names itself. Its id is recorded with

@@ -50,9 +50,9 @@ func TestValidateID(t *testing.T) {
 // allowAll is a policy with no identity of its own.
 type allowAll struct{ calls *int }
 
-func (p allowAll) Evaluate(context.Context, policy.Request, projector.View) (policy.Decision, error) {
+func (p allowAll) Evaluate(context.Context, policy.Request, projector.View) (policy.Ruling, error) {
 	*p.calls++
-	return policy.Decision{Outcome: events.Allow, Reason: "all"}, nil
+	return policy.Ruling{Outcome: events.Allow, Reason: "all"}, nil
 }
 
 // identified names itself.

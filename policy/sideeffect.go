@@ -32,15 +32,15 @@ func DefaultSideEffects() SideEffectPolicy {
 // the approval hash binds the exact request's arguments already
 // (docs/adr/0004), the operator commands show them from the request, and an
 // approval event then carries them once.
-func (p SideEffectPolicy) Evaluate(_ context.Context, req Request, _ projector.View) (Decision, error) {
+func (p SideEffectPolicy) Evaluate(_ context.Context, req Request, _ projector.View) (Ruling, error) {
 	class := req.Tool.SideEffect
 	o, ok := p[class]
 	if !ok {
-		return Decision{Outcome: events.Deny, Reason: fmt.Sprintf("side-effect class %q has no policy entry", class)}, nil
+		return Ruling{Outcome: events.Deny, Reason: fmt.Sprintf("side-effect class %q has no policy entry", class)}, nil
 	}
 	reason := fmt.Sprintf("%s tool %s", class, req.Tool.Name)
 	if o != events.RequireApproval {
-		return Decision{Outcome: o, Reason: reason}, nil
+		return Ruling{Outcome: o, Reason: reason}, nil
 	}
 	capability := map[string]any{"tool": req.Tool.Name}
 	return NeedApproval(string(class), reason+" needs an operator", capability, capability)

@@ -24,10 +24,10 @@ type writeBudget struct{ Max int }
 // PolicyID names the policy and everything that changes its decisions.
 func (p writeBudget) PolicyID() string { return fmt.Sprintf("write-budget v1 max=%d", p.Max) }
 
-func (p writeBudget) Evaluate(_ context.Context, req policy.Request, view projector.View) (policy.Decision, error) {
+func (p writeBudget) Evaluate(_ context.Context, req policy.Request, view projector.View) (policy.Ruling, error) {
 	switch req.Tool.SideEffect {
 	case events.ReadOnly:
-		return policy.Decision{Outcome: events.Allow, Reason: "reads are free"}, nil
+		return policy.Ruling{Outcome: events.Allow, Reason: "reads are free"}, nil
 	case events.LocalMutation:
 		writes := 0
 		for s := range view.Steps.All() {
@@ -36,9 +36,9 @@ func (p writeBudget) Evaluate(_ context.Context, req policy.Request, view projec
 			}
 		}
 		if writes >= p.Max {
-			return policy.Decision{Outcome: events.Deny, Reason: fmt.Sprintf("write budget of %d spent", p.Max)}, nil
+			return policy.Ruling{Outcome: events.Deny, Reason: fmt.Sprintf("write budget of %d spent", p.Max)}, nil
 		}
-		return policy.Decision{Outcome: events.Allow, Reason: "within the write budget"}, nil
+		return policy.Ruling{Outcome: events.Allow, Reason: "within the write budget"}, nil
 	}
 	return policy.NeedApproval(string(req.Tool.SideEffect), "needs an operator", nil, nil)
 }

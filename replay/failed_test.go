@@ -17,9 +17,9 @@ type failing struct{ id string }
 
 func (f failing) PolicyID() string { return f.id }
 
-func (f failing) Evaluate(ctx context.Context, req policy.Request, v projector.View) (policy.Decision, error) {
+func (f failing) Evaluate(ctx context.Context, req policy.Request, v projector.View) (policy.Ruling, error) {
 	if req.Tool.SideEffect == events.RemoteMutation {
-		return policy.Decision{}, errors.New("rules service unreachable")
+		return policy.Ruling{}, errors.New("rules service unreachable")
 	}
 	return policy.DefaultSideEffects().Evaluate(ctx, req, v)
 }

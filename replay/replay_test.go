@@ -350,7 +350,7 @@ type panicky struct {
 	tool string
 }
 
-func (p panicky) Evaluate(ctx context.Context, req policy.Request, v projector.View) (policy.Decision, error) {
+func (p panicky) Evaluate(ctx context.Context, req policy.Request, v projector.View) (policy.Ruling, error) {
 	if req.Tool.Name == p.tool {
 		panic("bad rule")
 	}
@@ -377,10 +377,10 @@ type viewKeeper struct {
 	reqs  []policy.Request
 }
 
-func (k *viewKeeper) Evaluate(ctx context.Context, req policy.Request, v projector.View) (policy.Decision, error) {
+func (k *viewKeeper) Evaluate(ctx context.Context, req policy.Request, v projector.View) (policy.Ruling, error) {
 	b, err := json.Marshal(v)
 	if err != nil {
-		return policy.Decision{}, err
+		return policy.Ruling{}, err
 	}
 	k.views, k.reqs = append(k.views, b), append(k.reqs, req)
 	return k.IdentifiedPolicy.Evaluate(ctx, req, v)
@@ -493,7 +493,7 @@ func TestCheck_StopsWhenContextIsCancelled(t *testing.T) {
 // vandal writes through everything it is handed before deciding.
 type vandal struct{ policy.IdentifiedPolicy }
 
-func (p vandal) Evaluate(ctx context.Context, req policy.Request, v projector.View) (policy.Decision, error) {
+func (p vandal) Evaluate(ctx context.Context, req policy.Request, v projector.View) (policy.Ruling, error) {
 	d, err := p.IdentifiedPolicy.Evaluate(ctx, req, v)
 	for i := range req.Args {
 		req.Args[i] = 'X'

@@ -100,7 +100,7 @@ type CaseResult struct {
 	Line int
 	// Want is what the case expected.
 	Want string
-	Got  policy.Decision
+	Got  policy.Ruling
 	// Problem is empty when the case passed.
 	Problem string
 }
@@ -205,14 +205,14 @@ func RunCases(ctx context.Context, p policy.Policy, c *Cases) ([]CaseResult, err
 	return out, nil
 }
 
-func approvalKind(d policy.Decision) string {
+func approvalKind(d policy.Ruling) string {
 	if d.Approval == nil {
 		return ""
 	}
 	return d.Approval.Kind
 }
 
-func hasCode(d policy.Decision, code string) bool {
+func hasCode(d policy.Ruling, code string) bool {
 	for _, p := range d.Parts {
 		if p.Code == code {
 			return true

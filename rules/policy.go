@@ -69,7 +69,7 @@ func (p *Policy) Default() string { return p.defName }
 // every rule that applied, in priority order, then the default if it
 // decided. A condition that fails to evaluate denies (recorded with its
 // error): the policy fails closed.
-func (p *Policy) Evaluate(ctx context.Context, req policy.Request, view projector.View) (policy.Decision, error) {
+func (p *Policy) Evaluate(ctx context.Context, req policy.Request, view projector.View) (policy.Ruling, error) {
 	// The request, the view and the evaluation escape together (CEL holds
 	// the evaluation as its activation): one allocation, not three.
 	h := &struct {
@@ -104,16 +104,16 @@ func (p *Policy) Evaluate(ctx context.Context, req policy.Request, view projecto
 	if win.rule == nil {
 		dec, err := p.fallThrough(ctx, req, view)
 		if err != nil {
-			return policy.Decision{}, err
+			return policy.Ruling{}, err
 		}
 		dec.Parts = append(parts, events.PolicyPart{ID: p.defID, Outcome: dec.Outcome, Reason: dec.Reason})
 		return dec, nil
 	}
-	dec := policy.Decision{Outcome: win.outcome, Reason: win.reason, Parts: parts}
+	dec := policy.Ruling{Outcome: win.outcome, Reason: win.reason, Parts: parts}
 	if win.outcome == events.RequireApproval {
 		a, err := confirm.rule.approval(req)
 		if err != nil {
-			return policy.Decision{}, err
+			return policy.Ruling{}, err
 		}
 		dec.Approval = a
 	}
@@ -154,12 +154,12 @@ func (p *Policy) candidates(tool *events.ToolSpec) []*compiledRule {
 	return out
 }
 
-func (p *Policy) fallThrough(ctx context.Context, req policy.Request, view projector.View) (policy.Decision, error) {
+func (p *Policy) fallThrough(ctx context.Context, req policy.Request, view projector.View) (policy.Ruling, error) {
 	switch p.defName {
 	case DefaultAllow:
-		return policy.Decision{Outcome: events.Allow, Reason: "no rule decided; the file's default is allow"}, nil
+		return policy.Ruling{Outcome: events.Allow, Reason: "no rule decided; the file's default is allow"}, nil
 	case DefaultDeny:
-		return policy.Decision{Outcome: events.Deny, Reason: "no rule decided; the file's default is deny"}, nil
+		return policy.Ruling{Outcome: events.Deny, Reason: "no rule decided; the file's default is deny"}, nil
 	}
 	return p.def.Evaluate(ctx, req, view)
 }

@@ -35,7 +35,7 @@ func request(tool events.ToolSpec, args string, actor *events.Actor, at time.Tim
 	return policy.Request{Run: "r1", Step: 1, Tool: tool, Args: json.RawMessage(args)}, v
 }
 
-func decide(t *testing.T, p policy.Policy, tool events.ToolSpec, args string, actor *events.Actor) policy.Decision {
+func decide(t *testing.T, p policy.Policy, tool events.ToolSpec, args string, actor *events.Actor) policy.Ruling {
 	t.Helper()
 	req, v := request(tool, args, actor, time.Date(2026, 3, 2, 9, 30, 0, 0, time.UTC))
 	d, err := p.Evaluate(context.Background(), req, v)
@@ -45,7 +45,7 @@ func decide(t *testing.T, p policy.Policy, tool events.ToolSpec, args string, ac
 	return d
 }
 
-func partIDs(d policy.Decision) []string {
+func partIDs(d policy.Ruling) []string {
 	var ids []string
 	for _, p := range d.Parts {
 		ids = append(ids, p.ID+"="+string(p.Outcome))

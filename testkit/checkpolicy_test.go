@@ -76,12 +76,12 @@ type counting struct {
 	views    []projector.View
 }
 
-func (c *counting) Evaluate(_ context.Context, req policy.Request, v projector.View) (policy.Decision, error) {
+func (c *counting) Evaluate(_ context.Context, req policy.Request, v projector.View) (policy.Ruling, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.requests = append(c.requests, req)
 	c.views = append(c.views, v)
-	return policy.Decision{Outcome: events.Allow}, nil
+	return policy.Ruling{Outcome: events.Allow}, nil
 }
 
 func (c *counting) calls() int {
@@ -91,9 +91,9 @@ func (c *counting) calls() int {
 }
 
 // policyFunc adapts a function to policy.Policy.
-type policyFunc func(policy.Request, projector.View) (policy.Decision, error)
+type policyFunc func(policy.Request, projector.View) (policy.Ruling, error)
 
-func (f policyFunc) Evaluate(_ context.Context, req policy.Request, v projector.View) (policy.Decision, error) {
+func (f policyFunc) Evaluate(_ context.Context, req policy.Request, v projector.View) (policy.Ruling, error) {
 	return f(req, v)
 }
 
@@ -116,8 +116,8 @@ func TestCheckPolicy_AgreeingTablePasses(t *testing.T) {
 
 func TestCheckPolicy_DisagreementsPrintOneTable(t *testing.T) {
 	rec := &recorder{TB: t}
-	failing := func(policy.Request, projector.View) (policy.Decision, error) {
-		return policy.Decision{}, errors.New("rules not loaded")
+	failing := func(policy.Request, projector.View) (policy.Ruling, error) {
+		return policy.Ruling{}, errors.New("rules not loaded")
 	}
 	disagree := []string{"case-read-wants-deny", "case-delete-wants-allow", "case-send-wrong-kind", "case-malformed-wants-allow", "case-unknown-wants-deny"}
 	cases := []testkit.PolicyCase{
@@ -170,17 +170,17 @@ func TestCheckPolicy_DisagreementsPrintOneTable(t *testing.T) {
 func TestCheckPolicy_UndecidableAnswersDisagree(t *testing.T) {
 	tests := []struct {
 		name string
-		dec  policy.Decision
+		dec  policy.Ruling
 	}{
-		{"outcome outside the four", policy.Decision{Outcome: "maybe"}},
-		{"empty outcome", policy.Decision{}},
-		{"approval without kind", policy.Decision{Outcome: events.RequireApproval}},
-		{"capability not usable JSON", policy.Decision{Outcome: events.RequireApproval, Approval: &policy.Approval{Kind: "k", Capability: []byte(`{"a":1,"a":2}`)}}},
+		{"outcome outside the four", policy.Ruling{Outcome: "maybe"}},
+		{"empty outcome", policy.Ruling{}},
+		{"approval without kind", policy.Ruling{Outcome: events.RequireApproval}},
+		{"capability not usable JSON", policy.Ruling{Outcome: events.RequireApproval, Approval: &policy.Approval{Kind: "k", Capability: []byte(`{"a":1,"a":2}`)}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			rec := &recorder{TB: t}
-			p := policyFunc(func(policy.Request, projector.View) (policy.Decision, error) { return tt.dec, nil })
+			p := policyFunc(func(policy.Request, projector.View) (policy.Ruling, error) { return tt.dec, nil })
 			testkit.CheckPolicy(rec, p, ledgerTools(), []testkit.PolicyCase{
 				{Name: "wants allow", Tool: "read_file", Args: `{"path":"a"}`, Want: events.Allow},
 				{Name: "wants approval", Tool: "read_file", Args: `{"path":"a"}`, Want: events.RequireApproval},
@@ -224,11 +224,11 @@ func TestCheckPolicy_RefusedNeverReachesPolicy(t *testing.T) {
 
 func TestCheckPolicy_CaseViewIsHandedToPolicy(t *testing.T) {
 	// Deny once the run has taken three steps.
-	p := policyFunc(func(_ policy.Request, v projector.View) (policy.Decision, error) {
+	p := policyFunc(func(_ policy.Request, v projector.View) (policy.Ruling, error) {
 		if v.Run.Steps >= 3 {
-			return policy.Decision{Outcome: events.Deny, Reason: "too many steps"}, nil
+			return policy.Ruling{Outcome: events.Deny, Reason: "too many steps"}, nil
 		}
-		return policy.Decision{Outcome: events.Allow}, nil
+		return policy.Ruling{Outcome: events.Allow}, nil
 	})
 	late := projector.View{Run: projector.Run{ID: "late", Status: projector.Running, Steps: 3}}
 	rec := &recorder{TB: t}

@@ -35,14 +35,14 @@ type tally struct {
 	n int
 }
 
-func (c *tally) Evaluate(ctx context.Context, req policy.Request, v projector.View) (policy.Decision, error) {
+func (c *tally) Evaluate(ctx context.Context, req policy.Request, v projector.View) (policy.Ruling, error) {
 	c.n++
 	return c.Policy.Evaluate(ctx, req, v)
 }
 
 func allowAll() policy.Policy {
-	return policyFunc(func(policy.Request, projector.View) (policy.Decision, error) {
-		return policy.Decision{Outcome: events.Allow, Reason: "anything goes"}, nil
+	return policyFunc(func(policy.Request, projector.View) (policy.Ruling, error) {
+		return policy.Ruling{Outcome: events.Allow, Reason: "anything goes"}, nil
 	})
 }
 
@@ -115,11 +115,11 @@ func TestNever_EvaluatesUnderEveryView(t *testing.T) {
 func TestNever_FailureNamesView(t *testing.T) {
 	// Allow once three steps have been taken: only the second view breaks
 	// the property.
-	p := policyFunc(func(_ policy.Request, v projector.View) (policy.Decision, error) {
+	p := policyFunc(func(_ policy.Request, v projector.View) (policy.Ruling, error) {
 		if v.Run.Steps >= 3 {
-			return policy.Decision{Outcome: events.Allow}, nil
+			return policy.Ruling{Outcome: events.Allow}, nil
 		}
-		return policy.Decision{Outcome: events.Deny}, nil
+		return policy.Ruling{Outcome: events.Deny}, nil
 	})
 	views := []projector.View{{Run: projector.Run{ID: "fresh"}}, {Run: projector.Run{ID: "late", Steps: 3}}}
 	rec := &recorder{TB: t}
@@ -211,8 +211,8 @@ func TestNever_UnsatisfiableSchemaIsReported(t *testing.T) {
 }
 
 func TestNever_UndecidedIsReported(t *testing.T) {
-	p := policyFunc(func(policy.Request, projector.View) (policy.Decision, error) {
-		return policy.Decision{Outcome: "maybe"}, nil
+	p := policyFunc(func(policy.Request, projector.View) (policy.Ruling, error) {
+		return policy.Ruling{Outcome: "maybe"}, nil
 	})
 	rec := &recorder{TB: t}
 	testkit.Never(rec, p, destructiveTools(), events.Destructive, events.Allow, 10)

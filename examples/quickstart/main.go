@@ -57,15 +57,15 @@ type refundArgs struct {
 // refunds is the policy: a refund over 100 waits for an operator.
 type refunds struct{}
 
-func (refunds) Evaluate(_ context.Context, req policy.Request, _ projector.View) (policy.Decision, error) {
+func (refunds) Evaluate(_ context.Context, req policy.Request, _ projector.View) (policy.Ruling, error) {
 	var a refundArgs
 	if err := json.Unmarshal(req.Args, &a); err != nil {
-		return policy.Decision{}, err
+		return policy.Ruling{}, err
 	}
 	if a.Amount > 100 {
 		return policy.NeedApproval("large_refund", "refunds over 100 need an operator", a, a)
 	}
-	return policy.Decision{Outcome: events.Allow, Reason: "a small refund"}, nil
+	return policy.Ruling{Outcome: events.Allow, Reason: "a small refund"}, nil
 }
 
 // refunder is the agent: it asks for the refund its input names, then
