@@ -101,7 +101,7 @@ func (c *checker) recheck(ctx context.Context, st *runState, e events.Event, seq
 	res := &Result{
 		Run: e.Run, Step: b.Step, StreamSeq: seq, Event: e.ID, Kind: e.Kind, Time: e.Time, Tool: tool,
 		PolicyID: b.PolicyID, Resume: b.Resume, Consumes: b.Consumes,
-		Recorded: Decision{Outcome: b.Outcome, Reason: b.Reason, Approval: recordedApproval(b.Approval)},
+		Recorded: Ruling{Outcome: b.Outcome, Reason: b.Reason, Approval: recordedApproval(b.Approval)},
 	}
 	var grantHash string
 	if b.Consumes != "" {
@@ -196,24 +196,24 @@ func recordedApproval(a *events.ApprovalRequest) *Approval {
 // turns its verdict into what the runtime would record: an approval held
 // to PolicyJSON and hashed over the recorded request, or an error for
 // anything the runtime would fail the run on.
-func (c *checker) replay(ctx context.Context, req policy.Request, view projector.View) Decision {
+func (c *checker) replay(ctx context.Context, req policy.Request, view projector.View) Ruling {
 	v := policy.Ask(ctx, c.policy, req, view) // view is the caller's policyView
 	switch {
 	case v.Err != nil:
-		return Decision{Outcome: events.OutcomeError, Reason: v.Err.Error()}
+		return Ruling{Outcome: events.OutcomeError, Reason: v.Err.Error()}
 	case v.Approval != nil:
-		return Decision{Outcome: v.Outcome, Reason: v.Reason, Approval: &Approval{
+		return Ruling{Outcome: v.Outcome, Reason: v.Reason, Approval: &Approval{
 			Kind: v.Approval.Kind, Capability: v.Approval.Capability, Presentation: v.Approval.Presentation, Hash: v.Approval.Hash,
 		}}
 	}
-	return Decision{Outcome: v.Outcome, Reason: v.Reason}
+	return Ruling{Outcome: v.Outcome, Reason: v.Reason}
 }
 
 // compare says whether rep decides as rec did and, if not, which way it
 // moves. grantHash is the hash of the grant a resume evaluation was given
 // (""): a require_approval with exactly that hash runs the call, as an allow
 // does.
-func compare(rec, rep Decision, grantHash string) (Verdict, Change) {
+func compare(rec, rep Ruling, grantHash string) (Verdict, Change) {
 	if rec.Outcome == rep.Outcome && rec.Reason == rep.Reason && approvalHash(rec) == approvalHash(rep) {
 		return Same, ""
 	}
@@ -231,7 +231,7 @@ func compare(rec, rep Decision, grantHash string) (Verdict, Change) {
 	return Different, Changed
 }
 
-func approvalHash(d Decision) string {
+func approvalHash(d Ruling) string {
 	if d.Outcome != events.RequireApproval || d.Approval == nil {
 		return ""
 	}
@@ -240,7 +240,7 @@ func approvalHash(d Decision) string {
 
 // rank orders outcomes by how much they let through: the call runs (2), runs
 // if a person says so (1), does not run (0).
-func rank(d Decision, grantHash string) int {
+func rank(d Ruling, grantHash string) int {
 	switch d.Outcome {
 	case events.Allow:
 		return 2

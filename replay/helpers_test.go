@@ -47,7 +47,7 @@ func check(t *testing.T, log *events.Log, p policy.Policy, sel replay.Selection,
 	return r
 }
 
-func decisionText(d replay.Decision) string {
+func decisionText(d replay.Ruling) string {
 	s := string(d.Outcome)
 	if d.Approval != nil {
 		s += fmt.Sprintf("(%s %.8s)", d.Approval.Kind, d.Approval.Hash)

@@ -143,8 +143,8 @@ type Approval struct {
 	Hash string `json:"hash"`
 }
 
-// Decision is one policy answer, recorded or replayed.
-type Decision struct {
+// Ruling is one policy answer, recorded or replayed.
+type Ruling struct {
 	// Outcome is allow, deny, abort, require_approval, or [OutcomeError].
 	Outcome  events.Outcome `json:"outcome"`
 	Reason   string         `json:"reason,omitempty"`
@@ -177,8 +177,8 @@ type Result struct {
 	// programs, Reason for people.
 	Cause    Cause     `json:"cause,omitempty"`
 	Reason   string    `json:"reason,omitempty"`
-	Recorded Decision  `json:"recorded"`
-	Replayed *Decision `json:"replayed,omitempty"`
+	Recorded Ruling  `json:"recorded"`
+	Replayed *Ruling `json:"replayed,omitempty"`
 	// Unconfirmed: no later event of the run was read, so the hash chain
 	// does not vouch for this one (the last event of a run can be altered
 	// without breaking the chain).

@@ -218,7 +218,7 @@ func (c *checker) afterBreak(st *runState, e events.Event, r events.RawRecord, r
 		res := Result{
 			Run: e.Run, Step: b.Step, StreamSeq: r.StreamSeq, Event: e.ID, Kind: e.Kind, Time: e.Time,
 			Tool: st.specs[b.ToolHash].Name, PolicyID: b.PolicyID, Resume: b.Resume, Consumes: b.Consumes,
-			Recorded: Decision{Outcome: b.Outcome, Reason: b.Reason, Approval: recordedApproval(b.Approval)},
+			Recorded: Ruling{Outcome: b.Outcome, Reason: b.Reason, Approval: recordedApproval(b.Approval)},
 		}
 		if c.tool != "" && res.Tool != c.tool {
 			return nil
