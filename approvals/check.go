@@ -88,12 +88,12 @@ func CheckRecorded(ops Operators, run string, a *projector.Approval, skew time.D
 }
 
 // ParseDecision decodes a decision as an operator publishes it: one
-// boundary-clean JSON object (see [jsonform.Check]) with exactly the
+// boundary-clean JSON object (see [jsonform.Validate]) with exactly the
 // fields of [events.DecisionBody] an operator sets, and neither a time of
 // receipt nor an intake sequence, which are the worker's to record. It
 // checks no signature: see [Check].
 func ParseDecision(data []byte) (events.DecisionBody, error) {
-	if err := jsonform.Check(data); err != nil {
+	if err := jsonform.Validate(data); err != nil {
 		return events.DecisionBody{}, fmt.Errorf("%w: %w", ErrMalformedDecision, err)
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))

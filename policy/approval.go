@@ -13,7 +13,7 @@ import (
 // are marshalled to JSON here, so a value that will not marshal is an error
 // in the policy rather than a corrupt approval. nil (typed nil included) becomes {}. A
 // json.RawMessage (or []byte) is taken as JSON and held to the boundary of
-// [jsonform.Check].
+// [jsonform.Validate].
 func NeedApproval(kind, reason string, capability, presentation any) (Ruling, error) {
 	if kind == "" {
 		return Ruling{}, fmt.Errorf("need approval: empty kind")
