@@ -28,9 +28,9 @@ func decided(d events.DecisionBody, expires *time.Time) *projector.Approval {
 	}
 }
 
-// check is approvals.CheckRecorded with the default skew.
+// check is approvals.AdmitRecorded with the default skew.
 func check(ops approvals.Operators, a *projector.Approval) error {
-	return approvals.CheckRecorded(ops, testRun, a, approvals.DefaultSkew)
+	return approvals.AdmitRecorded(ops, testRun, a, approvals.DefaultSkew)
 }
 
 func TestCheck_AcceptsAVerifiedTimelyDecision(t *testing.T) {

@@ -10,7 +10,7 @@ import (
 	"github.com/nats-io/nkeys"
 )
 
-// Errors a decision is refused with. [Verify] and [Check] wrap them.
+// Errors a decision is refused with. [Verify] and [Admit] wrap them.
 var (
 	ErrUnknownOperator = errors.New("decision signed by a key that is not a configured operator")
 	ErrBadSignature    = errors.New("decision signature does not verify")
@@ -68,7 +68,7 @@ func Sign(kp nkeys.KeyPair, run, approvalID, hash, decision, reason string, at t
 
 // Verify checks that d is signed by a configured operator over run and its
 // own fields. It says nothing about whether the approval is pending: see
-// [Check].
+// [Admit].
 func Verify(ops Operators, run string, d events.DecisionBody) error {
 	if d.Decision != events.DecisionGrant && d.Decision != events.DecisionDeny {
 		return fmt.Errorf("%w: %q", ErrBadDecision, d.Decision)

@@ -197,9 +197,9 @@ func TestResume_ForgedGrantRefusedAndRecorded(t *testing.T) {
 			pub, _ := p.kp.PublicKey()
 			ops[pub] = "alice"
 			forged.Received = time.Now()
-			why := approvals.Check(ops, p.r.ID(), &a, forged, approvals.DefaultSkew)
+			why := approvals.Admit(ops, p.r.ID(), &a, forged, approvals.DefaultSkew)
 			if !errors.Is(why, tc.want) {
-				t.Fatalf("approvals.Check of the forged grant: got %v, want %v", why, tc.want)
+				t.Fatalf("approvals.Admit of the forged grant: got %v, want %v", why, tc.want)
 			}
 
 			drive(t, p.d, p.r, p.agent)

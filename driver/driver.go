@@ -55,7 +55,7 @@ type Config struct {
 	// an unknown tool, whatever the policy says.
 	Withheld func() []events.WithheldTool
 	// ClockSkew is how far a decision's signing time may lie before its
-	// request or after its receipt (see [approvals.Check]). Default
+	// request or after its receipt (see [approvals.Admit]). Default
 	// [approvals.DefaultSkew].
 	ClockSkew time.Duration
 	// MaxObservation bounds the bytes of a tool result recorded (the rest is

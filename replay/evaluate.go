@@ -295,7 +295,7 @@ func (c *checker) decision(st *runState, e events.Event, seq uint64, report bool
 
 // verify judges decision d, recorded as an event of kind k, on approval a
 // (nil: the run has none by that id), as a worker does before it records
-// one ([approvals.Check]). With no operator keys configured, the signature
+// one ([approvals.Admit]). With no operator keys configured, the signature
 // is still checked against the key the decision names, and a decision that
 // holds is unverified: nothing says that key is an operator's.
 func (c *checker) verify(run string, k events.Kind, d events.DecisionBody, a *projector.Approval) (GrantVerdict, string) {
@@ -311,7 +311,7 @@ func (c *checker) verify(run string, k events.Kind, d events.DecisionBody, a *pr
 	if len(ops) == 0 {
 		ops = approvals.Operators{d.Operator: "unverified"}
 	}
-	if err := approvals.Check(ops, run, a, d, approvals.DefaultSkew); err != nil {
+	if err := approvals.Admit(ops, run, a, d, approvals.DefaultSkew); err != nil {
 		return GrantInvalid, err.Error()
 	}
 	if len(c.opts.Operators) == 0 {
