@@ -23,7 +23,7 @@ func TestGate_RunReplays(t *testing.T) {
 	ask(t, r, "send", `{"to":"x@example.com"}`, gate.Allow)
 	report(t, r, "sent")
 
-	sum, err := replay.Check(t.Context(), e.log, e.cfg.Policy, replay.Selection{Runs: []string{"replayed"}}, replay.Options{Operators: e.cfg.Operators}, nil)
+	sum, err := replay.Audit(t.Context(), e.log, e.cfg.Policy, replay.Selection{Runs: []string{"replayed"}}, replay.Options{Operators: e.cfg.Operators}, nil)
 	if err != nil {
 		t.Fatalf("replay: %v", err)
 	}

@@ -123,7 +123,7 @@ func TestAgent_BudgetApprovalGrantedGoesOn(t *testing.T) {
 
 		_, ops := operator(t)
 		var checks []replay.BudgetResult
-		sum, err := replay.Check(t.Context(), h.log, policy.WithID(policy.DefaultSideEffects(), "side-effects default"), replay.Selection{},
+		sum, err := replay.Audit(t.Context(), h.log, policy.WithID(policy.DefaultSideEffects(), "side-effects default"), replay.Selection{},
 			replay.Options{Operators: ops, OnBudget: func(r replay.BudgetResult) error { checks = append(checks, r); return nil }}, nil)
 		if err != nil {
 			t.Fatal(err)

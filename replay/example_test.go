@@ -61,7 +61,7 @@ func Example() {
 	}
 
 	old, raised := writeBudget{Max: 2}, writeBudget{Max: 3}
-	sum, err := replay.Check(ctx, log, raised, replay.Selection{}, replay.Options{Baseline: old.PolicyID()},
+	sum, err := replay.Audit(ctx, log, raised, replay.Selection{}, replay.Options{Baseline: old.PolicyID()},
 		func(r replay.Result) error {
 			line := fmt.Sprintf("step %d %s: %s", r.Step, r.Tool, r.Verdict)
 			if r.Verdict == replay.Different {

@@ -26,7 +26,7 @@ type report struct {
 	sum     replay.Summary
 }
 
-// check runs replay.Check and collects what it reports.
+// check runs replay.Audit and collects what it reports.
 func check(t *testing.T, log *events.Log, p policy.Policy, sel replay.Selection, opts replay.Options) report {
 	t.Helper()
 	var r report
@@ -35,7 +35,7 @@ func check(t *testing.T, log *events.Log, p policy.Policy, sel replay.Selection,
 		r.lines = append(r.lines, grantLine(g))
 		return nil
 	}
-	sum, err := replay.Check(t.Context(), log, p, sel, opts, func(res replay.Result) error {
+	sum, err := replay.Audit(t.Context(), log, p, sel, opts, func(res replay.Result) error {
 		r.results = append(r.results, res)
 		r.lines = append(r.lines, resultLine(res))
 		return nil

@@ -316,7 +316,7 @@ func TestCheck_Selection(t *testing.T) {
 
 func TestCheck_UnknownRunIsAnError(t *testing.T) {
 	log := load(t, fixture(t, "fleet.jsonl"))
-	_, err := replay.Check(t.Context(), log, baseline(), replay.Selection{Runs: []string{"zulu"}}, replay.Options{}, nil)
+	_, err := replay.Audit(t.Context(), log, baseline(), replay.Selection{Runs: []string{"zulu"}}, replay.Options{}, nil)
 	if !errors.Is(err, events.ErrNoRun) {
 		t.Errorf("got %v, want an error wrapping events.ErrNoRun", err)
 	}
@@ -335,7 +335,7 @@ func TestCheck_StopsAtCallbackError(t *testing.T) {
 	log := load(t, fixture(t, "fleet.jsonl"))
 	stop := errors.New("enough")
 	n := 0
-	_, err := replay.Check(t.Context(), log, baseline(), replay.Selection{}, replay.Options{}, func(replay.Result) error {
+	_, err := replay.Audit(t.Context(), log, baseline(), replay.Selection{}, replay.Options{}, func(replay.Result) error {
 		n++
 		return stop
 	})
@@ -481,7 +481,7 @@ func TestCheck_StopsWhenContextIsCancelled(t *testing.T) {
 	log := load(t, fixture(t, "fleet.jsonl"))
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	_, err := replay.Check(ctx, log, baseline(), replay.Selection{}, replay.Options{}, func(replay.Result) error {
+	_, err := replay.Audit(ctx, log, baseline(), replay.Selection{}, replay.Options{}, func(replay.Result) error {
 		cancel()
 		return nil
 	})

@@ -142,7 +142,7 @@ func TestDriver_RefundLimitThroughTheRealLoop(t *testing.T) {
 		t.Errorf("refunds executed %q, want 400 and then 700", calls)
 	}
 
-	sum, err := replay.Check(t.Context(), log, p, replay.Selection{}, replay.Options{Operators: ops}, func(replay.Result) error { return nil })
+	sum, err := replay.Audit(t.Context(), log, p, replay.Selection{}, replay.Options{Operators: ops}, func(replay.Result) error { return nil })
 	if err != nil {
 		t.Fatal(err)
 	}

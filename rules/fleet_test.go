@@ -101,7 +101,7 @@ func TestDriver_FleetRateLimitAcrossTwoWorkers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sum, err := replay.Check(t.Context(), log, unwindowed, replay.Selection{}, replay.Options{}, func(replay.Result) error { return nil })
+	sum, err := replay.Audit(t.Context(), log, unwindowed, replay.Selection{}, replay.Options{}, func(replay.Result) error { return nil })
 	if err != nil {
 		t.Fatal(err)
 	}

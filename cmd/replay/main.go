@@ -8,7 +8,7 @@
 // forged or tampered), 1 when anything differs, 2 on an error.
 //
 // A consumer whose policy is Go code gets the same audit by calling
-// replay.Check from a main of its own.
+// replay.Audit from a main of its own.
 package main
 
 import (
@@ -257,7 +257,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		id = checked.PolicyID()
 	}
-	sum, err := replay.Check(ctx, log, checked, o.sel, opts, out.result)
+	sum, err := replay.Audit(ctx, log, checked, o.sel, opts, out.result)
 	if prog != nil {
 		prog.done()
 	}
