@@ -553,7 +553,7 @@ func (d *Driver) judge(ctx context.Context, run string, v *projector.View, n int
 		return refuse(events.ObsUnknownTool, fmt.Sprintf("no tool named %q (tools: %s)", s.Decision.Tool, strings.Join(names, ", ")))
 	}
 	raw := s.Decision.RawArgs()
-	args, err := ct.Check(raw)
+	args, err := ct.CheckArgs(raw)
 	if err != nil {
 		var ae *ArgsError
 		if errors.As(err, &ae) && ae.Malformed() {

@@ -26,7 +26,7 @@ func (d *Driver) recover(ctx context.Context, r *Run, n int) error {
 		// only as the tool's current schema accepts them: a policy result
 		// whose arguments are not the decision's is not a record this
 		// driver wrote, and nothing of it runs.
-		checked, err := ct.Check(s.Decision.RawArgs())
+		checked, err := ct.CheckArgs(s.Decision.RawArgs())
 		if err != nil || !bytes.Equal(checked, args) {
 			why := "they are not the recorded decision's"
 			if err != nil {

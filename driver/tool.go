@@ -191,10 +191,10 @@ func SpecHash(s events.ToolSpec) string {
 
 var printer = message.NewPrinter(language.English)
 
-// Check applies the driver's acceptance to raw arguments: the JSON boundary,
+// CheckArgs applies the driver's acceptance to raw arguments: the JSON boundary,
 // then the schema. It returns the arguments in PolicyJSON form, or an
 // *[ArgsError].
-func (t *CompiledTool) Check(raw []byte) (json.RawMessage, error) {
+func (t *CompiledTool) CheckArgs(raw []byte) (json.RawMessage, error) {
 	canon, err := jsonform.PolicyJSON(raw)
 	if err != nil {
 		return nil, &ArgsError{Tool: t.Spec.Name, Reason: err.Error(), Err: err}
@@ -228,5 +228,5 @@ func CheckArgs(t Tool, raw []byte) (json.RawMessage, error) {
 	if err != nil {
 		return nil, err
 	}
-	return ct.Check(raw)
+	return ct.CheckArgs(raw)
 }

@@ -47,7 +47,7 @@ const checkRun = "checkpolicy"
 //
 // Each tool is compiled once with [driver.Compile]; a tool that does not
 // compile, or two tools with one name, fail t at once. A case naming no tool
-// is [Refused]; so is one whose Args [driver.CompiledTool.Check] refuses (the
+// is [Refused]; so is one whose Args [driver.CompiledTool.CheckArgs] refuses (the
 // JSON boundary, then the schema), and the policy is not called for it.
 // Otherwise p.Evaluate is handed a request for step 1 of run "checkpolicy"
 // with the arguments in PolicyJSON form, and a copy of the case's view.
@@ -175,7 +175,7 @@ func (s *toolSet) decide(ctx context.Context, p policy.Policy, tool string, raw 
 	if ct == nil {
 		return Refused, "", fmt.Sprintf("no tool named %q (tools: %s)", tool, s.names())
 	}
-	args, err := ct.Check(raw)
+	args, err := ct.CheckArgs(raw)
 	if err != nil {
 		var ae *driver.ArgsError
 		if errors.As(err, &ae) && ae.Malformed() {

@@ -30,7 +30,7 @@ const neverRun = "never"
 
 // Never holds outcome off every tool of side-effect class class: for each
 // such tool it draws n argument documents from the tool's schema with
-// [GenerateArgs], keeps those the tool's own [driver.CompiledTool.Check]
+// [GenerateArgs], keeps those the tool's own [driver.CompiledTool.CheckArgs]
 // accepts (dropping repeats), asks p about each under every view (a fresh
 // RUNNING run with the tools recorded when none is given) and fails t with
 // one table of every request p answered with outcome.
@@ -121,7 +121,7 @@ func generate(ct *driver.CompiledTool, seed uint64, n int) (docs [][]byte, bad s
 	for range n {
 		doc, err := GenerateArgs(ct.Record.Schema, r)
 		if err == nil {
-			doc, err = ct.Check(doc)
+			doc, err = ct.CheckArgs(doc)
 		}
 		if err != nil {
 			if first == nil {
