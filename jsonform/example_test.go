@@ -7,7 +7,7 @@ import (
 	"github.com/arbiter-run/arbiter/jsonform"
 )
 
-func ExampleCheck() {
+func ExampleValidate() {
 	fmt.Println(jsonform.Validate([]byte(`{"path": "/tmp/x", "mode": 420}`)))
 
 	err := jsonform.Validate([]byte(`{"args": {"path": "/a", "\u0070ath": "/b"}}`))

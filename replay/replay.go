@@ -175,8 +175,8 @@ type Result struct {
 	Change Change `json:"change,omitempty"`
 	// Cause and Reason say why a NotCheckable evaluation is: Cause for
 	// programs, Reason for people.
-	Cause    Cause     `json:"cause,omitempty"`
-	Reason   string    `json:"reason,omitempty"`
+	Cause    Cause   `json:"cause,omitempty"`
+	Reason   string  `json:"reason,omitempty"`
 	Recorded Ruling  `json:"recorded"`
 	Replayed *Ruling `json:"replayed,omitempty"`
 	// Unconfirmed: no later event of the run was read, so the hash chain
