@@ -109,7 +109,7 @@ func TestRules_DiffAndReplayAgreeOnWidening(t *testing.T) {
 		tools      []driver.Tool
 		surface    string
 		scripts    [][]driver.Action // each a run; a call that waits for approval ends its run
-		want       []string            // the tools that widen, which both must name
+		want       []string          // the tools that widen, which both must name
 	}{
 		{"refund-limit", "refund-too-large", []driver.Tool{tool("orders_refund", events.LocalMutation)}, "api", [][]driver.Action{
 			{call("orders_refund", `{"amount":400}`), call("orders_refund", `{"amount":9000}`), call("orders_refund", `{"amount":700}`)},
