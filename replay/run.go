@@ -5,11 +5,11 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/arbiter-run/arbiter/approvals"
 	"github.com/arbiter-run/arbiter/events"
+	"github.com/arbiter-run/arbiter/internal/layout"
 	"github.com/arbiter-run/arbiter/projector"
 )
 
@@ -269,7 +269,7 @@ func (c *checker) prefix(run string) string {
 	if c.prefixes == nil {
 		c.prefixes = make([]string, c.log.Config().Shards)
 		for k := range c.prefixes {
-			c.prefixes[k] = c.log.Config().Prefix + "." + strconv.Itoa(k)
+			c.prefixes[k] = layout.ShardPrefix(c.log.Config().Prefix, c.log.Config().Shards, k)
 		}
 	}
 	return c.prefixes[c.log.Shard(run)]
