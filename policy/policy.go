@@ -1,7 +1,8 @@
 // Package policy owns the contract between the runtime and the code that
 // decides whether a requested tool call runs: the [Policy] interface, the
-// [Ruling] it answers (one of the four [events.Outcome]s), the [Request] it is handed, identities, approvals asked for
-// with [NeedApproval], and the built-in [SideEffectPolicy].
+// [Ruling] it answers (one of the four [events.Outcome]s), the [Request]
+// it is handed, identities, approvals asked for with [NeedApproval], and
+// the built-in [SideEffectPolicy].
 //
 // A policy is a pure function of the request and the run view. This package
 // must not execute tools, append events or talk to the network.
