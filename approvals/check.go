@@ -15,7 +15,7 @@ import (
 
 // DefaultSkew is how far apart the clocks of an operator, the workers and
 // the server may be before a decision's signing time is refused: see
-// [Check].
+// [Admit].
 const DefaultSkew = 30 * time.Second
 
 // Errors a decision's times are refused with.
@@ -26,7 +26,7 @@ var (
 	ErrMalformedDecision   = errors.New("malformed decision")
 )
 
-// Check decides whether decision d on approval a of run can be acted on:
+// Admit decides whether decision d on approval a of run can be acted on:
 // d names a, is signed by a configured operator over run and its own
 // fields, names a's hash, and its times hold within skew:
 //
@@ -41,7 +41,7 @@ var (
 // A nil error means a worker may record and act on it; any other is the
 // reason it records in its refusal. Whether a is still pending is the
 // caller's to know.
-func Check(ops Operators, run string, a *projector.Approval, d events.DecisionBody, skew time.Duration) error {
+func Admit(ops Operators, run string, a *projector.Approval, d events.DecisionBody, skew time.Duration) error {
 	if a == nil {
 		return ErrNoApproval
 	}
@@ -71,9 +71,9 @@ func Check(ops Operators, run string, a *projector.Approval, d events.DecisionBo
 	return nil
 }
 
-// CheckRecorded is [Check] of the decision recorded on a, which must be
+// AdmitRecorded is [Admit] of the decision recorded on a, which must be
 // granted or denied as that decision says.
-func CheckRecorded(ops Operators, run string, a *projector.Approval, skew time.Duration) error {
+func AdmitRecorded(ops Operators, run string, a *projector.Approval, skew time.Duration) error {
 	if a == nil {
 		return ErrNoApproval
 	}
@@ -81,19 +81,19 @@ func CheckRecorded(ops Operators, run string, a *projector.Approval, skew time.D
 	if d == nil || (a.State != projector.Granted && a.State != projector.Denied) {
 		return fmt.Errorf("approval %s: no decision to act on (it is %s): %w", a.ID, a.State, ErrNotPending)
 	}
-	if (a.State == projector.Granted) != (d.Decision == events.Grant) {
+	if (a.State == projector.Granted) != (d.Decision == events.DecisionGrant) {
 		return fmt.Errorf("approval %s: %w: %s recorded on an approval in state %s", a.ID, ErrBadDecision, d.Decision, a.State)
 	}
-	return Check(ops, run, a, *d, skew)
+	return Admit(ops, run, a, *d, skew)
 }
 
 // ParseDecision decodes a decision as an operator publishes it: one
-// boundary-clean JSON object (see [jsonform.Check]) with exactly the
+// boundary-clean JSON object (see [jsonform.Validate]) with exactly the
 // fields of [events.DecisionBody] an operator sets, and neither a time of
 // receipt nor an intake sequence, which are the worker's to record. It
-// checks no signature: see [Check].
+// checks no signature: see [Admit].
 func ParseDecision(data []byte) (events.DecisionBody, error) {
-	if err := jsonform.Check(data); err != nil {
+	if err := jsonform.Validate(data); err != nil {
 		return events.DecisionBody{}, fmt.Errorf("%w: %w", ErrMalformedDecision, err)
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))

@@ -15,7 +15,7 @@ import (
 // decided returns an approval as the fold shows it once d is recorded on it.
 func decided(d events.DecisionBody, expires *time.Time) *projector.Approval {
 	state := projector.Granted
-	if d.Decision == events.Deny {
+	if d.Decision == events.DecisionDeny {
 		state = projector.Denied
 	}
 	if d.Received.IsZero() {
@@ -28,16 +28,16 @@ func decided(d events.DecisionBody, expires *time.Time) *projector.Approval {
 	}
 }
 
-// check is approvals.CheckRecorded with the default skew.
+// check is approvals.AdmitRecorded with the default skew.
 func check(ops approvals.Operators, a *projector.Approval) error {
-	return approvals.CheckRecorded(ops, testRun, a, approvals.DefaultSkew)
+	return approvals.AdmitRecorded(ops, testRun, a, approvals.DefaultSkew)
 }
 
 func TestCheck_AcceptsAVerifiedTimelyDecision(t *testing.T) {
 	kp, pub := newOperator(t)
 	ops := approvals.Operators{pub: "alice"}
 	later := signedAt.Add(time.Minute)
-	for _, decision := range []string{events.Grant, events.Deny} {
+	for _, decision := range []string{events.DecisionGrant, events.DecisionDeny} {
 		if err := check(ops, decided(signGrant(t, kp, decision), &later)); err != nil {
 			t.Errorf("Check(%s before expiry) = %v, want nil", decision, err)
 		}
@@ -48,18 +48,18 @@ func TestCheck_AcceptsAVerifiedTimelyDecision(t *testing.T) {
 	// Signed and received exactly at the expiry is still in time: it
 	// expires after.
 	at := signedAt
-	d := signGrant(t, kp, events.Grant)
+	d := signGrant(t, kp, events.DecisionGrant)
 	d.Received = at
 	if err := check(ops, decided(d, &at)); err != nil {
 		t.Errorf("Check(signed and received at the expiry instant) = %v, want nil", err)
 	}
 	// Within the skew either side.
-	early := decided(signGrant(t, kp, events.Grant), nil)
+	early := decided(signGrant(t, kp, events.DecisionGrant), nil)
 	early.Requested = signedAt.Add(approvals.DefaultSkew)
 	if err := check(ops, early); err != nil {
 		t.Errorf("Check(signed one skew before the request) = %v, want nil", err)
 	}
-	ahead := signGrant(t, kp, events.Grant)
+	ahead := signGrant(t, kp, events.DecisionGrant)
 	ahead.Received = signedAt.Add(-approvals.DefaultSkew)
 	if err := check(ops, decided(ahead, nil)); err != nil {
 		t.Errorf("Check(signed one skew after receipt) = %v, want nil", err)
@@ -78,25 +78,25 @@ func TestCheck_Refusals(t *testing.T) {
 	}{
 		{"no approval", func() *projector.Approval { return nil }, approvals.ErrNoApproval},
 		{"wrong hash", func() *projector.Approval {
-			d, err := approvals.Sign(kp, testRun, testApproval, "0000", events.Grant, "", signedAt)
+			d, err := approvals.Sign(kp, testRun, testApproval, "0000", events.DecisionGrant, "", signedAt)
 			if err != nil {
 				t.Fatal(err)
 			}
 			return decided(d, nil)
 		}, approvals.ErrWrongHash},
 		{"expired (signed after ExpiresAt)", func() *projector.Approval {
-			return decided(signGrant(t, kp, events.Grant), &earlier)
+			return decided(signGrant(t, kp, events.DecisionGrant), &earlier)
 		}, approvals.ErrExpired},
 		{"denial after expiry", func() *projector.Approval {
-			return decided(signGrant(t, kp, events.Deny), &earlier)
+			return decided(signGrant(t, kp, events.DecisionDeny), &earlier)
 		}, approvals.ErrExpired},
 		{"signed before the request existed", func() *projector.Approval {
-			a := decided(signGrant(t, kp, events.Grant), nil)
+			a := decided(signGrant(t, kp, events.DecisionGrant), nil)
 			a.Requested = signedAt.Add(approvals.DefaultSkew + time.Nanosecond)
 			return a
 		}, approvals.ErrSignedBeforeRequest},
 		{"dated 100 years ahead, no expiry", func() *projector.Approval {
-			d, err := approvals.Sign(kp, testRun, testApproval, testHash, events.Grant, "", signedAt.AddDate(100, 0, 0))
+			d, err := approvals.Sign(kp, testRun, testApproval, testHash, events.DecisionGrant, "", signedAt.AddDate(100, 0, 0))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -105,65 +105,65 @@ func TestCheck_Refusals(t *testing.T) {
 		}, approvals.ErrSignedAfterReceipt},
 		{"backdated under the expiry, received after it", func() *projector.Approval {
 			expires := signedAt.Add(time.Second)
-			d := signGrant(t, kp, events.Grant)
+			d := signGrant(t, kp, events.DecisionGrant)
 			d.Received = expires.Add(time.Nanosecond)
 			return decided(d, &expires)
 		}, approvals.ErrExpired},
 		{"no time of receipt", func() *projector.Approval {
-			a := decided(signGrant(t, kp, events.Grant), nil)
+			a := decided(signGrant(t, kp, events.DecisionGrant), nil)
 			a.Decision.Received = time.Time{}
 			return a
 		}, approvals.ErrNotReceived},
 		{"a denial recorded as a grant", func() *projector.Approval {
-			a := decided(signGrant(t, kp, events.Deny), nil)
+			a := decided(signGrant(t, kp, events.DecisionDeny), nil)
 			a.State = projector.Granted
 			return a
 		}, approvals.ErrBadDecision},
 		{"a grant recorded as a denial", func() *projector.Approval {
-			a := decided(signGrant(t, kp, events.Grant), nil)
+			a := decided(signGrant(t, kp, events.DecisionGrant), nil)
 			a.State = projector.Denied
 			return a
 		}, approvals.ErrBadDecision},
 		{"names another approval", func() *projector.Approval {
-			a := decided(signGrant(t, kp, events.Grant), nil)
+			a := decided(signGrant(t, kp, events.DecisionGrant), nil)
 			a.ID = "01JOTHERAPPROVAL"
 			return a
 		}, approvals.ErrNoApproval},
 		{"pending, no decision", func() *projector.Approval {
-			a := decided(signGrant(t, kp, events.Grant), nil)
+			a := decided(signGrant(t, kp, events.DecisionGrant), nil)
 			a.State, a.Decision = projector.Pending, nil
 			return a
 		}, approvals.ErrNotPending},
 		{"expired state", func() *projector.Approval {
-			a := decided(signGrant(t, kp, events.Grant), nil)
+			a := decided(signGrant(t, kp, events.DecisionGrant), nil)
 			a.State = projector.Expired
 			return a
 		}, approvals.ErrNotPending},
 		{"consumed", func() *projector.Approval {
-			a := decided(signGrant(t, kp, events.Grant), nil)
+			a := decided(signGrant(t, kp, events.DecisionGrant), nil)
 			a.State = projector.Consumed
 			return a
 		}, approvals.ErrNotPending},
 		{"superseded", func() *projector.Approval {
-			a := decided(signGrant(t, kp, events.Grant), nil)
+			a := decided(signGrant(t, kp, events.DecisionGrant), nil)
 			a.State = projector.Superseded
 			return a
 		}, approvals.ErrNotPending},
 		{"granted state with no decision", func() *projector.Approval {
-			a := decided(signGrant(t, kp, events.Grant), nil)
+			a := decided(signGrant(t, kp, events.DecisionGrant), nil)
 			a.Decision = nil
 			return a
 		}, approvals.ErrNotPending},
 		{"unknown operator", func() *projector.Approval {
-			return decided(signGrant(t, stranger, events.Grant), nil)
+			return decided(signGrant(t, stranger, events.DecisionGrant), nil)
 		}, approvals.ErrUnknownOperator},
 		{"bad signature", func() *projector.Approval {
-			d := signGrant(t, kp, events.Grant)
+			d := signGrant(t, kp, events.DecisionGrant)
 			d.Reason = "edited"
 			return decided(d, nil)
 		}, approvals.ErrBadSignature},
 		{"signed for another run", func() *projector.Approval {
-			d, err := approvals.Sign(kp, "run-2", testApproval, testHash, events.Grant, "", signedAt)
+			d, err := approvals.Sign(kp, "run-2", testApproval, testHash, events.DecisionGrant, "", signedAt)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -207,11 +207,11 @@ func TestExpired(t *testing.T) {
 // time of receipt the operator has no business setting is refused.
 func TestParseDecision_Refusals(t *testing.T) {
 	kp, _ := newOperator(t)
-	good, err := json.Marshal(signGrant(t, kp, events.Grant))
+	good, err := json.Marshal(signGrant(t, kp, events.DecisionGrant))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d, err := approvals.ParseDecision(good); err != nil || d.Decision != events.Grant {
+	if d, err := approvals.ParseDecision(good); err != nil || d.Decision != events.DecisionGrant {
 		t.Fatalf("ParseDecision(a signed grant) = %+v, %v", d, err)
 	}
 	swap := func(old, new string) []byte { return bytes.Replace(good, []byte(old), []byte(new), 1) }
@@ -234,7 +234,7 @@ func TestParseDecision_Refusals(t *testing.T) {
 // or intake of its own, and reads back the same after encoding.
 func FuzzParseDecision(f *testing.F) {
 	kp, _ := newOperator(f)
-	good, err := json.Marshal(signGrant(f, kp, events.Grant))
+	good, err := json.Marshal(signGrant(f, kp, events.DecisionGrant))
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -10,7 +10,7 @@ import (
 	"github.com/nats-io/nkeys"
 )
 
-// Errors a decision is refused with. [Verify] and [Check] wrap them.
+// Errors a decision is refused with. [Verify] and [Admit] wrap them.
 var (
 	ErrUnknownOperator = errors.New("decision signed by a key that is not a configured operator")
 	ErrBadSignature    = errors.New("decision signature does not verify")
@@ -47,10 +47,10 @@ func signedBytes(run string, d events.DecisionBody) []byte {
 }
 
 // Sign builds an operator's decision on an approval of run, signed with kp
-// (an nkeys user seed's key pair). decision is [events.Grant] or
-// [events.Deny].
+// (an nkeys user seed's key pair). decision is [events.DecisionGrant] or
+// [events.DecisionDeny].
 func Sign(kp nkeys.KeyPair, run, approvalID, hash, decision, reason string, at time.Time) (events.DecisionBody, error) {
-	if decision != events.Grant && decision != events.Deny {
+	if decision != events.DecisionGrant && decision != events.DecisionDeny {
 		return events.DecisionBody{}, fmt.Errorf("sign %q: %w", decision, ErrBadDecision)
 	}
 	pub, err := kp.PublicKey()
@@ -68,9 +68,9 @@ func Sign(kp nkeys.KeyPair, run, approvalID, hash, decision, reason string, at t
 
 // Verify checks that d is signed by a configured operator over run and its
 // own fields. It says nothing about whether the approval is pending: see
-// [Check].
+// [Admit].
 func Verify(ops Operators, run string, d events.DecisionBody) error {
-	if d.Decision != events.Grant && d.Decision != events.Deny {
+	if d.Decision != events.DecisionGrant && d.Decision != events.DecisionDeny {
 		return fmt.Errorf("%w: %q", ErrBadDecision, d.Decision)
 	}
 	if _, ok := ops[d.Operator]; !ok {

@@ -46,9 +46,9 @@ func signGrant(t testing.TB, kp nkeys.KeyPair, decision string) events.DecisionB
 
 func TestSign_RecordsWhoWhatAndWhen(t *testing.T) {
 	kp, pub := newOperator(t)
-	d := signGrant(t, kp, events.Grant)
+	d := signGrant(t, kp, events.DecisionGrant)
 	want := events.DecisionBody{
-		Approval: testApproval, Hash: testHash, Decision: events.Grant, Operator: pub,
+		Approval: testApproval, Hash: testHash, Decision: events.DecisionGrant, Operator: pub,
 		Reason: "looks right", Signed: signedAt, Signature: d.Signature,
 	}
 	if d != want {
@@ -66,7 +66,7 @@ func TestSign_RecordsWhoWhatAndWhen(t *testing.T) {
 func TestVerify_ValidGrantAndDenial(t *testing.T) {
 	kp, pub := newOperator(t)
 	ops := approvals.Operators{pub: "alice"}
-	for _, decision := range []string{events.Grant, events.Deny} {
+	for _, decision := range []string{events.DecisionGrant, events.DecisionDeny} {
 		d := signGrant(t, kp, decision)
 		if err := approvals.Verify(ops, testRun, d); err != nil {
 			t.Errorf("Verify(%s) = %v, want nil", decision, err)
@@ -80,7 +80,7 @@ func TestVerify_ValidGrantAndDenial(t *testing.T) {
 func TestVerify_SurvivesTheLog(t *testing.T) {
 	kp, pub := newOperator(t)
 	ops := approvals.Operators{pub: "alice"}
-	d := signGrant(t, kp, events.Grant)
+	d := signGrant(t, kp, events.DecisionGrant)
 	ev, err := events.New(testRun, events.ApprovalGranted, d)
 	if err != nil {
 		t.Fatalf("new event: %v", err)
@@ -112,7 +112,7 @@ func TestVerify_TamperedFieldFails(t *testing.T) {
 		{"hash", testRun, func(d *events.DecisionBody) {
 			d.Hash = "4b2652ed7e6578da225cd8ce1e9d2d597e045baa6ae27cb4724f5dbe71266796"
 		}},
-		{"decision", testRun, func(d *events.DecisionBody) { d.Decision = events.Deny }},
+		{"decision", testRun, func(d *events.DecisionBody) { d.Decision = events.DecisionDeny }},
 		{"reason", testRun, func(d *events.DecisionBody) { d.Reason = "looks right!" }},
 		{"signed time", testRun, func(d *events.DecisionBody) { d.Signed = d.Signed.Add(time.Nanosecond) }},
 		{"operator (another configured one)", testRun, func(d *events.DecisionBody) { d.Operator = other }},
@@ -131,7 +131,7 @@ func TestVerify_TamperedFieldFails(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			d := signGrant(t, kp, events.Grant)
+			d := signGrant(t, kp, events.DecisionGrant)
 			tt.tamper(&d)
 			err := approvals.Verify(ops, tt.run, d)
 			if !errors.Is(err, approvals.ErrBadSignature) {
@@ -146,7 +146,7 @@ func TestVerify_TamperedFieldFails(t *testing.T) {
 func TestVerify_FieldsDoNotRunTogether(t *testing.T) {
 	kp, pub := newOperator(t)
 	ops := approvals.Operators{pub: "alice"}
-	d, err := approvals.Sign(kp, testRun, testApproval, testHash, events.Grant, "ok", signedAt)
+	d, err := approvals.Sign(kp, testRun, testApproval, testHash, events.DecisionGrant, "ok", signedAt)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +160,7 @@ func TestVerify_UnknownOperator(t *testing.T) {
 	kp, _ := newOperator(t)
 	_, configured := newOperator(t)
 	ops := approvals.Operators{configured: "alice"}
-	d := signGrant(t, kp, events.Grant)
+	d := signGrant(t, kp, events.DecisionGrant)
 	if err := approvals.Verify(ops, testRun, d); !errors.Is(err, approvals.ErrUnknownOperator) {
 		t.Errorf("Verify by an unconfigured key = %v, want %v", err, approvals.ErrUnknownOperator)
 	}
@@ -181,7 +181,7 @@ func TestVerify_ForgedOperatorField(t *testing.T) {
 	mallory, _ := newOperator(t)
 	_, alice := newOperator(t)
 	ops := approvals.Operators{alice: "alice"}
-	d := signGrant(t, mallory, events.Grant)
+	d := signGrant(t, mallory, events.DecisionGrant)
 	d.Operator = alice
 	if err := approvals.Verify(ops, testRun, d); !errors.Is(err, approvals.ErrBadSignature) {
 		t.Errorf("Verify of mallory's signature claiming alice = %v, want %v", err, approvals.ErrBadSignature)
@@ -204,7 +204,7 @@ func TestSign_NeedsAPrivateKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := approvals.Sign(public, testRun, testApproval, testHash, events.Grant, "", signedAt); err == nil {
+	if _, err := approvals.Sign(public, testRun, testApproval, testHash, events.DecisionGrant, "", signedAt); err == nil {
 		t.Error("Sign with a public key only = nil error, want an error")
 	}
 }
@@ -212,7 +212,7 @@ func TestSign_NeedsAPrivateKey(t *testing.T) {
 func TestVerify_RefusesOtherDecisions(t *testing.T) {
 	kp, pub := newOperator(t)
 	ops := approvals.Operators{pub: "alice"}
-	d := signGrant(t, kp, events.Grant)
+	d := signGrant(t, kp, events.DecisionGrant)
 	for _, decision := range []string{"", "approve", "Grant"} {
 		d.Decision = decision
 		if err := approvals.Verify(ops, testRun, d); !errors.Is(err, approvals.ErrBadDecision) {
@@ -282,7 +282,7 @@ func TestSign_KnownAnswer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := signGrant(t, kp, events.Grant)
+	d := signGrant(t, kp, events.DecisionGrant)
 	if d.Operator != katPublic {
 		t.Errorf("operator = %s, want %s", d.Operator, katPublic)
 	}

@@ -35,7 +35,7 @@ var (
 // caller that accepts an empty presentation tests for ErrNoPresentation and
 // goes on with the zero T.
 //
-// A presentation that fails [jsonform.Check], or that encoding/json cannot
+// A presentation that fails [jsonform.Validate], or that encoding/json cannot
 // decode into T, returns [ErrBadPresentation] wrapping the cause. Decoding
 // follows encoding/json: object members T has no field for are ignored, so a
 // T that must match exactly implements json.Unmarshaler itself.
@@ -45,7 +45,7 @@ func DecodePresentation[T any](a projector.Approval) (T, error) {
 	if len(bytes.TrimSpace(p)) == 0 {
 		return v, fmt.Errorf("approval %s (%s): %w: presentation is absent", a.ID, a.Kind, ErrNoPresentation)
 	}
-	if err := jsonform.Check(p); err != nil {
+	if err := jsonform.Validate(p); err != nil {
 		return v, fmt.Errorf("approval %s (%s): %w: %w", a.ID, a.Kind, ErrBadPresentation, err)
 	}
 	if jsonform.Equal(p, []byte("null")) || jsonform.Equal(p, []byte("{}")) {

@@ -90,7 +90,7 @@ func (e *watchEnv) decide(t *testing.T, run string, a projector.Approval, decisi
 		t.Fatal(err)
 	}
 	k := events.ApprovalGranted
-	if decision == events.Deny {
+	if decision == events.DecisionDeny {
 		k = events.ApprovalDenied
 	}
 	ev, err := events.New(run, k, d)
@@ -318,8 +318,8 @@ func TestWatch_DecidedDeliveredOnce(t *testing.T) {
 				as[run] = e.pause(t, run)
 				want = append(want, key(run, events.ApprovalRequested))
 			}
-			e.decide(t, runs[0], as[runs[0]], events.Grant)
-			e.decide(t, runs[1], as[runs[1]], events.Deny)
+			e.decide(t, runs[0], as[runs[0]], events.DecisionGrant)
+			e.decide(t, runs[1], as[runs[1]], events.DecisionDeny)
 			want = append(want, key(runs[0], events.ApprovalGranted), key(runs[1], events.ApprovalDenied))
 
 			w := e.watch(t, "ops", nil)
@@ -335,7 +335,7 @@ func TestWatch_DecidedDeliveredOnce(t *testing.T) {
 			// then only what is new.
 			again := e.watch(t, "ops", nil)
 			again.quiet(t, 0)
-			e.decide(t, runs[2], as[runs[2]], events.Grant)
+			e.decide(t, runs[2], as[runs[2]], events.DecisionGrant)
 			e.wantNotices(t, again.waitFor(t, 1), key(runs[2], events.ApprovalGranted))
 			again.quiet(t, 1)
 		})
@@ -352,7 +352,7 @@ func TestWatch_NonDurableReadsFromStart(t *testing.T) {
 				a := e.pause(t, run)
 				want = append(want, key(run, events.ApprovalRequested))
 				if run == runs[0] {
-					e.decide(t, run, a, events.Grant)
+					e.decide(t, run, a, events.DecisionGrant)
 					want = append(want, key(run, events.ApprovalGranted))
 				}
 			}

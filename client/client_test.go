@@ -30,20 +30,20 @@ type env struct {
 
 // sender sends (remote_mutation: the default policy asks an operator),
 // then answers with what the send returned.
-var sender = driver.AgentFunc(func(_ context.Context, in driver.StepInput) (driver.Decision, error) {
+var sender = driver.AgentFunc(func(_ context.Context, in driver.StepInput) (driver.Action, error) {
 	last, ok := in.Steps.Last()
 	if !ok {
 		return testkit.Call("send", `{"to":"ops"}`), nil
 	}
 	if last.Observation == nil {
-		return driver.Decision{}, errors.New("asked with no observation")
+		return driver.Action{}, errors.New("asked with no observation")
 	}
-	return driver.Decision{Final: &driver.Answer{Text: "sent: " + last.Observation.Content}}, nil
+	return driver.Action{Final: &driver.Answer{Text: "sent: " + last.Observation.Content}}, nil
 })
 
 // answerer answers its input at once.
-var answerer = driver.AgentFunc(func(_ context.Context, in driver.StepInput) (driver.Decision, error) {
-	return driver.Decision{Final: &driver.Answer{Text: "echo " + string(in.Run.Input)}}, nil
+var answerer = driver.AgentFunc(func(_ context.Context, in driver.StepInput) (driver.Action, error) {
+	return driver.Action{Final: &driver.Answer{Text: "echo " + string(in.Run.Input)}}, nil
 })
 
 func newEnv(t *testing.T) *env {
@@ -283,7 +283,7 @@ func TestClient_DenyOnTheFleet(t *testing.T) {
 		t.Fatal(err)
 	}
 	r, err := e.c.Wait(ctx, st.Run)
-	if !errors.Is(err, client.ErrNoAnswer) || r.Status != projector.Cancelled || r.Reason != events.ReasonApprovalDenied {
+	if !errors.Is(err, client.ErrNoAnswer) || r.Status != projector.Cancelled || r.Reason != string(events.ReasonApprovalDenied) {
 		t.Fatalf("after the denial: %s %s, %v; want CANCELLED approval_denied, no answer", r.Status, r.Reason, err)
 	}
 	if e.send.Count() != 0 {
@@ -314,8 +314,8 @@ func TestClient_DecideRefusesWhatItCannotSign(t *testing.T) {
 		want error
 	}{
 		{a.ID, client.Decision{Decision: "maybe"}, approvals.ErrBadDecision},
-		{"nosuch", client.Decision{Decision: events.Grant}, approvals.ErrNoApproval},
-		{a.ID, client.Decision{Decision: events.Grant, Hash: "not-the-hash"}, approvals.ErrWrongHash},
+		{"nosuch", client.Decision{Decision: events.DecisionGrant}, approvals.ErrNoApproval},
+		{a.ID, client.Decision{Decision: events.DecisionGrant, Hash: "not-the-hash"}, approvals.ErrWrongHash},
 	} {
 		if _, err := e.c.Decide(ctx, e.key, st.Run, c.id, c.d); !errors.Is(err, c.want) {
 			t.Errorf("decide %s %+v: %v, want %v", c.id, c.d, err, c.want)
@@ -324,7 +324,7 @@ func TestClient_DecideRefusesWhatItCannotSign(t *testing.T) {
 	if msgs, err := e.c.Log().Decisions(ctx, st.Run, 0, 10); err != nil || len(msgs) != 0 {
 		t.Errorf("decisions published: %d, %v; want none", len(msgs), err)
 	}
-	if _, err := e.c.Decide(ctx, e.key, "no-such-run", a.ID, client.Decision{Decision: events.Grant}); !errors.Is(err, client.ErrNoRun) {
+	if _, err := e.c.Decide(ctx, e.key, "no-such-run", a.ID, client.Decision{Decision: events.DecisionGrant}); !errors.Is(err, client.ErrNoRun) {
 		t.Errorf("decide on a run that does not exist: %v, want ErrNoRun", err)
 	}
 }

@@ -19,7 +19,7 @@ import (
 
 // Decision is an operator's answer to an approval, for [Client.Decide].
 type Decision struct {
-	// Decision is [events.Grant] or [events.Deny].
+	// Decision is [events.DecisionGrant] or [events.DecisionDeny].
 	Decision string
 	// Reason is recorded with the decision, for people.
 	Reason string
@@ -61,8 +61,8 @@ type Decided struct {
 // is not the approval's wraps [approvals.ErrWrongHash] (nothing is signed
 // in any of these); an unreadable run wraps [ErrBroken].
 func (c *Client) Decide(ctx context.Context, key nkeys.KeyPair, run, id string, d Decision) (Decided, error) {
-	if d.Decision != events.Grant && d.Decision != events.Deny {
-		return Decided{}, fmt.Errorf("decide %s: %w: %q (want %s or %s)", id, approvals.ErrBadDecision, d.Decision, events.Grant, events.Deny)
+	if d.Decision != events.DecisionGrant && d.Decision != events.DecisionDeny {
+		return Decided{}, fmt.Errorf("decide %s: %w: %q (want %s or %s)", id, approvals.ErrBadDecision, d.Decision, events.DecisionGrant, events.DecisionDeny)
 	}
 	v, err := c.View(ctx, run)
 	if err != nil {
@@ -106,12 +106,12 @@ func transient(err error) bool {
 
 // Grant is [Client.Decide] with a grant.
 func (c *Client) Grant(ctx context.Context, key nkeys.KeyPair, run, id, reason string) (Decided, error) {
-	return c.Decide(ctx, key, run, id, Decision{Decision: events.Grant, Reason: reason})
+	return c.Decide(ctx, key, run, id, Decision{Decision: events.DecisionGrant, Reason: reason})
 }
 
 // Deny is [Client.Decide] with a denial.
 func (c *Client) Deny(ctx context.Context, key nkeys.KeyPair, run, id, reason string) (Decided, error) {
-	return c.Decide(ctx, key, run, id, Decision{Decision: events.Deny, Reason: reason})
+	return c.Decide(ctx, key, run, id, Decision{Decision: events.DecisionDeny, Reason: reason})
 }
 
 // Waiting is a run found by [Client.Approvals]: its pending approval, or

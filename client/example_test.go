@@ -77,12 +77,12 @@ func fleetOf(agent driver.Agent) (*client.Client, nkeys.KeyPair, func(), error) 
 }
 
 // shouter shouts its input, then answers with what the tool said.
-var shouter = driver.AgentFunc(func(_ context.Context, in driver.StepInput) (driver.Decision, error) {
+var shouter = driver.AgentFunc(func(_ context.Context, in driver.StepInput) (driver.Action, error) {
 	if last, ok := in.Steps.Last(); ok && last.Observation != nil {
-		return driver.Decision{Final: &driver.Answer{Text: last.Observation.Content}}, nil
+		return driver.Action{Final: &driver.Answer{Text: last.Observation.Content}}, nil
 	}
 	args, _ := json.Marshal(map[string]json.RawMessage{"text": in.Run.Input})
-	return driver.Decision{Tool: "shout", Args: args}, nil
+	return driver.Action{Tool: "shout", Args: args}, nil
 })
 
 // A run started by a client, driven by a worker, paused by the policy on

@@ -86,7 +86,7 @@ func (c *Client) Start(ctx context.Context, o StartOptions) (Started, error) {
 		return Started{}, fmt.Errorf("start: %w", err)
 	}
 	if len(o.Input) > 0 {
-		if err := jsonform.Check(o.Input); err != nil {
+		if err := jsonform.Validate(o.Input); err != nil {
 			return Started{}, fmt.Errorf("start run %s: input: %w", o.ID, err)
 		}
 	}

@@ -92,7 +92,7 @@ func TestConsole_DecisionNeedsCSRF(t *testing.T) {
 	if resp := decide(t, c, e.srv.URL, "run-a", a.ID, url.Values{"decision": {"deny"}, "hash": {a.Hash}, "csrf": {token}}); resp.StatusCode != http.StatusSeeOther {
 		t.Fatalf("post with the page's token: %s, want 303", resp.Status)
 	}
-	if got := e.published(t, "run-a"); len(got) != 1 || got[0].Decision != events.Deny {
+	if got := e.published(t, "run-a"); len(got) != 1 || got[0].Decision != events.DecisionDeny {
 		t.Errorf("published %+v, want one denial", got)
 	}
 }
@@ -229,7 +229,7 @@ func TestConsole_GrantIsRecordedByDriver(t *testing.T) {
 	if len(pub) != 1 {
 		t.Fatalf("%d decisions published, want 1", len(pub))
 	}
-	if err := approvals.Verify(e.ops, "run-a", pub[0]); err != nil || pub[0].Decision != events.Grant || pub[0].Reason != "looked at it" || pub[0].Hash != a.Hash {
+	if err := approvals.Verify(e.ops, "run-a", pub[0]); err != nil || pub[0].Decision != events.DecisionGrant || pub[0].Reason != "looked at it" || pub[0].Hash != a.Hash {
 		t.Errorf("published %+v (verify: %v), want a verifying grant of hash %s with the reason", pub[0], err, a.Hash)
 	}
 	v := e.resume(t, "run-a", `{"note":"ship it"}`)

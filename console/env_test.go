@@ -35,9 +35,9 @@ import (
 // reason: the hostile text the console must render as text.
 type echoPolicy struct{}
 
-func (echoPolicy) Evaluate(_ context.Context, req policy.Request, _ projector.View) (policy.Decision, error) {
+func (echoPolicy) Evaluate(_ context.Context, req policy.Request, _ projector.View) (policy.Ruling, error) {
 	if req.Tool.Name != "send" {
-		return policy.Decision{Outcome: policy.Allow, Reason: "not a send"}, nil
+		return policy.Ruling{Outcome: events.Allow, Reason: "not a send"}, nil
 	}
 	var a struct {
 		Note string `json:"note"`

@@ -280,7 +280,7 @@ func (s *Server) Decide(ctx context.Context, run, id, decision, shown, reason st
 	if err := events.ValidRunID(run); err != nil {
 		return 0, fmt.Errorf("%w: %w", ErrBadRequest, err)
 	}
-	if decision != events.Grant && decision != events.Deny {
+	if decision != events.DecisionGrant && decision != events.DecisionDeny {
 		return 0, fmt.Errorf("%w: decision %q (want grant or deny)", ErrBadRequest, decision)
 	}
 	if shown == "" {

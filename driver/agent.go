@@ -10,13 +10,13 @@ import (
 	"github.com/arbiter-run/arbiter/projector"
 )
 
-// Decision is what an agent asks for: one tool call. Args are recorded
+// Action is what an agent asks for: one tool call. Args are recorded
 // exactly as given, malformed or not, before anything checks them.
 //
 // A decision with Final set is no call: it ends the run as completed,
 // with the answer as its result (recorded like a terminal tool's), and
 // its other fields are ignored.
-type Decision struct {
+type Action struct {
 	Tool   string
 	Args   json.RawMessage
 	CallID string
@@ -34,14 +34,14 @@ type Answer struct {
 // [AgentEndReasons] is recorded as agent_error). Detail says why, for a
 // person.
 type EndError struct {
-	Reason string
+	Reason events.EndReason
 	Detail string
 }
 
-func (e *EndError) Error() string { return e.Reason + ": " + e.Detail }
+func (e *EndError) Error() string { return string(e.Reason) + ": " + e.Detail }
 
 // AgentEndReasons are the end reasons an agent may give with [EndError].
-var AgentEndReasons = []string{events.ReasonAgentError, events.ReasonBudgetExceeded}
+var AgentEndReasons = []events.EndReason{events.ReasonAgentError, events.ReasonBudgetExceeded}
 
 // ErrNotModelEvent is returned by a [Recorder] asked to record an event
 // that is not a model call's.
@@ -82,7 +82,7 @@ type StepInput struct {
 // (agent_error, or an [EndError]'s reason); it is the agent's to retry a
 // flaky model before returning.
 type Agent interface {
-	Decide(ctx context.Context, in StepInput) (Decision, error)
+	Decide(ctx context.Context, in StepInput) (Action, error)
 }
 
 // Pure is implemented by an agent whose Decide depends on its input alone
@@ -99,10 +99,10 @@ type Pure interface {
 }
 
 // AgentFunc adapts a function to [Agent].
-type AgentFunc func(ctx context.Context, in StepInput) (Decision, error)
+type AgentFunc func(ctx context.Context, in StepInput) (Action, error)
 
 // Decide calls f.
-func (f AgentFunc) Decide(ctx context.Context, in StepInput) (Decision, error) { return f(ctx, in) }
+func (f AgentFunc) Decide(ctx context.Context, in StepInput) (Action, error) { return f(ctx, in) }
 
 // endOf is the end an agent's error gives a run.
 func endOf(err error) events.EndBody {

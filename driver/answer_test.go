@@ -18,11 +18,11 @@ func TestDriver_FinalAnswerEndsRunWithResult(t *testing.T) {
 	log := env.Log(t, events.Config{})
 	read := testkit.NewLedger("read_file", events.ReadOnly, pathSchema)
 	d := newDriver(t, log, allowAll, read)
-	agent := driver.AgentFunc(func(_ context.Context, in driver.StepInput) (driver.Decision, error) {
+	agent := driver.AgentFunc(func(_ context.Context, in driver.StepInput) (driver.Action, error) {
 		if in.Steps.Len() == 0 {
-			return driver.Decision{Tool: "read_file", Args: []byte(`{"path":"a"}`)}, nil
+			return driver.Action{Tool: "read_file", Args: []byte(`{"path":"a"}`)}, nil
 		}
-		return driver.Decision{Tool: "ignored", Final: &driver.Answer{Text: "the file says hello"}}, nil
+		return driver.Action{Tool: "ignored", Final: &driver.Answer{Text: "the file says hello"}}, nil
 	})
 	r := create(t, d, "r1")
 	drive(t, d, r, agent)
@@ -41,14 +41,15 @@ func TestDriver_AgentEndError(t *testing.T) {
 	log := env.Log(t, events.Config{})
 	d := newDriver(t, log, allowAll, done())
 	cases := []struct {
-		run, reason, want string
+		run          string
+		reason, want events.EndReason
 	}{
 		{"r1", events.ReasonBudgetExceeded, events.ReasonBudgetExceeded},
 		{"r2", events.ReasonCompleted, events.ReasonAgentError},
 	}
 	for _, c := range cases {
-		agent := driver.AgentFunc(func(context.Context, driver.StepInput) (driver.Decision, error) {
-			return driver.Decision{}, &driver.EndError{Reason: c.reason, Detail: "over"}
+		agent := driver.AgentFunc(func(context.Context, driver.StepInput) (driver.Action, error) {
+			return driver.Action{}, &driver.EndError{Reason: c.reason, Detail: "over"}
 		})
 		r := create(t, d, c.run)
 		drive(t, d, r, agent)
@@ -64,17 +65,17 @@ func TestDriver_AgentRecordsModelEvents(t *testing.T) {
 	log := env.Log(t, events.Config{})
 	d := newDriver(t, log, allowAll, done())
 	var refused error
-	agent := driver.AgentFunc(func(ctx context.Context, in driver.StepInput) (driver.Decision, error) {
+	agent := driver.AgentFunc(func(ctx context.Context, in driver.StepInput) (driver.Action, error) {
 		refused = in.Record(ctx, events.RunFinished, events.EndBody{Reason: events.ReasonCompleted, Result: "forged"})
 		a := events.ModelAttemptBody{Call: 1, Attempt: 1, Provider: "p", Model: "m", Reserve: events.ModelUsage{Calls: 1}, SideEffect: events.SideEffectNone}
 		if err := in.Record(ctx, events.ModelAttempted, a); err != nil {
-			return driver.Decision{}, err
+			return driver.Action{}, err
 		}
 		rep := events.ModelReplyBody{Call: 1, Attempt: 1, Finish: "tool_calls", Usage: events.ModelUsage{Calls: 1, InputTokens: 9}}
 		if err := in.Record(ctx, events.ModelReplied, rep); err != nil {
-			return driver.Decision{}, err
+			return driver.Action{}, err
 		}
-		return driver.Decision{Tool: "done", Args: []byte(`{}`)}, nil
+		return driver.Action{Tool: "done", Args: []byte(`{}`)}, nil
 	})
 	r := create(t, d, "r1")
 	drive(t, d, r, agent)
@@ -106,10 +107,10 @@ func TestDriver_AgentRecordConflictDropsRun(t *testing.T) {
 	log := env.Log(t, events.Config{})
 	d := newDriver(t, log, allowAll, done())
 	r := create(t, d, "r1")
-	agent := driver.AgentFunc(func(ctx context.Context, in driver.StepInput) (driver.Decision, error) {
+	agent := driver.AgentFunc(func(ctx context.Context, in driver.StepInput) (driver.Action, error) {
 		appendEvent(t, log, "r1", events.ModelAttempted, events.ModelAttemptBody{Call: 1, Attempt: 1, SideEffect: events.SideEffectNone})
 		err := in.Record(ctx, events.ModelAttempted, events.ModelAttemptBody{Call: 1, Attempt: 1, SideEffect: events.SideEffectNone})
-		return driver.Decision{Tool: "done", Args: []byte(`{}`)}, err
+		return driver.Action{Tool: "done", Args: []byte(`{}`)}, err
 	})
 	err := d.Drive(t.Context(), r, agent)
 	if !errors.Is(err, events.ErrConflict) {
@@ -128,10 +129,10 @@ func TestDriver_AgentRecordTooLargeChangesNothing(t *testing.T) {
 	log := env.Log(t, events.Config{})
 	d := newDriver(t, log, allowAll, done())
 	var refused error
-	agent := driver.AgentFunc(func(ctx context.Context, in driver.StepInput) (driver.Decision, error) {
+	agent := driver.AgentFunc(func(ctx context.Context, in driver.StepInput) (driver.Action, error) {
 		big := events.ModelAttemptBody{Call: 1, Attempt: 1, Provider: string(make([]byte, 2<<20)), SideEffect: events.SideEffectNone}
 		refused = in.Record(ctx, events.ModelAttempted, big)
-		return driver.Decision{Final: &driver.Answer{Text: "fine"}}, nil
+		return driver.Action{Final: &driver.Answer{Text: "fine"}}, nil
 	})
 	r := create(t, d, "r1")
 	drive(t, d, r, agent)

@@ -24,7 +24,7 @@ import (
 // the evaluation recorded with its request. It records nothing itself.
 func (d *Driver) plan(req policy.Request, v policy.Verdict, grant *projector.Approval) (k events.Kind, body any, exec bool) {
 	pb := events.PolicyBody{
-		Step: req.Step, Outcome: string(v.Outcome), Reason: v.Reason, PolicyID: d.policyID,
+		Step: req.Step, Outcome: v.Outcome, Reason: v.Reason, PolicyID: d.policyID,
 		Args: req.Args, ToolHash: req.Tool.Hash, Resume: grant != nil, Parts: v.Parts,
 	}
 	if v.Err != nil {
@@ -34,12 +34,12 @@ func (d *Driver) plan(req policy.Request, v policy.Verdict, grant *projector.App
 		return events.RunFailed, events.EndBody{Reason: events.ReasonInternalError, Detail: v.Err.Error(), Policy: &pb}, false
 	}
 	switch v.Outcome {
-	case policy.Allow:
+	case events.Allow:
 		if grant != nil {
 			pb.Consumes = grant.ID
 		}
 		return events.StepPolicy, pb, true
-	case policy.RequireApproval:
+	case events.RequireApproval:
 		if grant != nil && grant.Hash == v.Approval.Hash {
 			pb.Consumes = grant.ID
 			return events.StepPolicy, pb, true
@@ -81,7 +81,7 @@ const interruptedCall = "interrupted"
 
 // call runs the tool under its timeout. A panic becomes a tool_error and a
 // missed deadline a timeout; a tool that ignores its context is left behind.
-func (d *Driver) call(ctx context.Context, ct *CompiledTool, args json.RawMessage) (kind, content string) {
+func (d *Driver) call(ctx context.Context, ct *CompiledTool, args json.RawMessage) (kind events.ObservationKind, content string) {
 	ctx, cancel := context.WithTimeout(ctx, ct.Spec.Timeout)
 	defer cancel()
 	exec := func(ctx context.Context) (string, error) {

@@ -84,10 +84,10 @@ func TestResume_GrantExecutesExactlyTheRecordedRequest(t *testing.T) {
 
 func TestResume_PolicyAskingForDifferentApprovalPausesAgain(t *testing.T) {
 	calls := 0
-	changing := policyFunc(func(_ context.Context, req policy.Request, _ projector.View) (policy.Decision, error) {
+	changing := policyFunc(func(_ context.Context, req policy.Request, _ projector.View) (policy.Ruling, error) {
 		calls++
 		if req.Tool.Terminal {
-			return policy.Decision{Outcome: policy.Allow}, nil
+			return policy.Ruling{Outcome: events.Allow}, nil
 		}
 		// The presentation changes between the loop and the resume: what
 		// the reviewer saw is part of what they granted.
@@ -115,7 +115,7 @@ func TestResume_PolicyAskingForDifferentApprovalPausesAgain(t *testing.T) {
 	}
 
 	// The old grant, recorded again, cannot run the call.
-	publish(t, p.d, p.r, sign(t, p.kp, p.r.ID(), first, events.Grant, time.Now()))
+	publish(t, p.d, p.r, sign(t, p.kp, p.r.ID(), first, events.DecisionGrant, time.Now()))
 	drive(t, p.d, p.r, p.agent)
 	wantCount(t, p.send, 0)
 	wantEnd(t, p.r.View(), projector.Waiting, "send_check")
@@ -130,15 +130,15 @@ func TestResume_PolicyAskingForDifferentApprovalPausesAgain(t *testing.T) {
 
 func TestResume_PolicyDenyOnResumeIsObservation(t *testing.T) {
 	calls := 0
-	p := policyFunc(func(_ context.Context, req policy.Request, _ projector.View) (policy.Decision, error) {
+	p := policyFunc(func(_ context.Context, req policy.Request, _ projector.View) (policy.Ruling, error) {
 		calls++
 		switch {
 		case req.Tool.Terminal:
-			return policy.Decision{Outcome: policy.Allow}, nil
+			return policy.Ruling{Outcome: events.Allow}, nil
 		case calls == 1:
 			return policy.NeedApproval("send_check", "needs a person", nil, nil)
 		}
-		return policy.Decision{Outcome: policy.Deny, Reason: "the rules changed"}, nil
+		return policy.Ruling{Outcome: events.Deny, Reason: "the rules changed"}, nil
 	})
 	ps := pauseOnSend(t, driver.Config{Policy: p}, `{"to":"ops"}`)
 	a := grant(t, ps.d, ps.r, ps.kp)
@@ -165,24 +165,24 @@ func TestResume_ForgedGrantRefusedAndRecorded(t *testing.T) {
 		want  error
 	}{
 		{"unknown key", func(t *testing.T, p paused, a projector.Approval) events.DecisionBody {
-			return sign(t, stranger, p.r.ID(), a, events.Grant, time.Now())
+			return sign(t, stranger, p.r.ID(), a, events.DecisionGrant, time.Now())
 		}, approvals.ErrUnknownOperator},
 		{"bad signature", func(t *testing.T, p paused, a projector.Approval) events.DecisionBody {
-			b := sign(t, p.kp, p.r.ID(), a, events.Grant, time.Now())
+			b := sign(t, p.kp, p.r.ID(), a, events.DecisionGrant, time.Now())
 			b.Reason = "edited after signing"
 			return b
 		}, approvals.ErrBadSignature},
 		{"signature of another run", func(t *testing.T, p paused, a projector.Approval) events.DecisionBody {
-			return sign(t, p.kp, "another-run", a, events.Grant, time.Now())
+			return sign(t, p.kp, "another-run", a, events.DecisionGrant, time.Now())
 		}, approvals.ErrBadSignature},
 		{"denial turned into a grant", func(t *testing.T, p paused, a projector.Approval) events.DecisionBody {
-			b := sign(t, p.kp, p.r.ID(), a, events.Deny, time.Now())
-			b.Decision = events.Grant
+			b := sign(t, p.kp, p.r.ID(), a, events.DecisionDeny, time.Now())
+			b.Decision = events.DecisionGrant
 			return b
 		}, approvals.ErrBadSignature},
 		{"wrong hash", func(t *testing.T, p paused, a projector.Approval) events.DecisionBody {
 			a.Hash = approvals.Hash("other", []byte(`{}`), []byte(`{}`), events.ToolSpec{Name: "send"}, []byte(`{}`))
-			return sign(t, p.kp, p.r.ID(), a, events.Grant, time.Now())
+			return sign(t, p.kp, p.r.ID(), a, events.DecisionGrant, time.Now())
 		}, approvals.ErrWrongHash},
 	}
 	for _, tc := range cases {
@@ -197,9 +197,9 @@ func TestResume_ForgedGrantRefusedAndRecorded(t *testing.T) {
 			pub, _ := p.kp.PublicKey()
 			ops[pub] = "alice"
 			forged.Received = time.Now()
-			why := approvals.Check(ops, p.r.ID(), &a, forged, approvals.DefaultSkew)
+			why := approvals.Admit(ops, p.r.ID(), &a, forged, approvals.DefaultSkew)
 			if !errors.Is(why, tc.want) {
-				t.Fatalf("approvals.Check of the forged grant: got %v, want %v", why, tc.want)
+				t.Fatalf("approvals.Admit of the forged grant: got %v, want %v", why, tc.want)
 			}
 
 			drive(t, p.d, p.r, p.agent)
@@ -233,7 +233,7 @@ func TestResume_ForgedGrantRefusedAndRecorded(t *testing.T) {
 	t.Run("forged denial", func(t *testing.T) {
 		p := pauseOnSend(t, driver.Config{}, `{"to":"ops"}`)
 		a := pending(t, p.r)
-		publish(t, p.d, p.r, sign(t, stranger, p.r.ID(), a, events.Deny, time.Now()))
+		publish(t, p.d, p.r, sign(t, stranger, p.r.ID(), a, events.DecisionDeny, time.Now()))
 		drive(t, p.d, p.r, p.agent)
 		wantEnd(t, p.r.View(), projector.Waiting, events.RemoteMutation)
 		if got := len(ofKind(records(t, p.log, p.r.ID()), events.ApprovalRefused)); got != 1 {
@@ -245,7 +245,7 @@ func TestResume_ForgedGrantRefusedAndRecorded(t *testing.T) {
 func TestResume_DenialCancelsRun(t *testing.T) {
 	p := pauseOnSend(t, driver.Config{}, `{"to":"ops"}`)
 	a := pending(t, p.r)
-	publish(t, p.d, p.r, sign(t, p.kp, p.r.ID(), a, events.Deny, time.Now()))
+	publish(t, p.d, p.r, sign(t, p.kp, p.r.ID(), a, events.DecisionDeny, time.Now()))
 	drive(t, p.d, p.r, p.agent)
 
 	v := p.r.View()
@@ -294,7 +294,7 @@ func TestResume_ExpiredApprovalCancelsRun(t *testing.T) {
 		p := pauseOnSend(t, driver.Config{ApprovalTTL: time.Minute, Now: clk.Now}, `{"to":"ops"}`)
 		a := pending(t, p.r)
 		clk.Advance(2 * time.Minute)
-		publish(t, p.d, p.r, sign(t, p.kp, p.r.ID(), a, events.Grant, clk.Now()))
+		publish(t, p.d, p.r, sign(t, p.kp, p.r.ID(), a, events.DecisionGrant, clk.Now()))
 		drive(t, p.d, p.r, p.agent)
 		wantEnd(t, p.r.View(), projector.Cancelled, events.ReasonApprovalExpired)
 		wantCount(t, p.send, 0)
@@ -311,7 +311,7 @@ func TestResume_ExpiredApprovalCancelsRun(t *testing.T) {
 		clk := newClock()
 		p := pauseOnSend(t, driver.Config{ApprovalTTL: time.Minute, Now: clk.Now}, `{"to":"ops"}`)
 		a := pending(t, p.r)
-		publish(t, p.d, p.r, sign(t, p.kp, p.r.ID(), a, events.Grant, clk.Now().Add(30*time.Second)))
+		publish(t, p.d, p.r, sign(t, p.kp, p.r.ID(), a, events.DecisionGrant, clk.Now().Add(30*time.Second)))
 		clk.Advance(2 * time.Minute)
 		drive(t, p.d, p.r, p.agent)
 		wantCount(t, p.send, 0)
@@ -327,7 +327,7 @@ func TestResume_ExpiredApprovalCancelsRun(t *testing.T) {
 		p := pauseOnSend(t, driver.Config{ApprovalTTL: time.Minute, Now: clk.Now}, `{"to":"ops"}`)
 		a := pending(t, p.r)
 		clk.Advance(30 * time.Second)
-		publish(t, p.d, p.r, sign(t, p.kp, p.r.ID(), a, events.Grant, clk.Now()))
+		publish(t, p.d, p.r, sign(t, p.kp, p.r.ID(), a, events.DecisionGrant, clk.Now()))
 		drive(t, p.d, p.r, p.agent)
 		wantCount(t, p.send, 1)
 		wantEnd(t, p.r.View(), projector.Completed, events.ReasonCompleted)
@@ -335,7 +335,7 @@ func TestResume_ExpiredApprovalCancelsRun(t *testing.T) {
 
 	t.Run("the policy's own expiry", func(t *testing.T) {
 		clk := newClock()
-		short := policyFunc(func(_ context.Context, req policy.Request, _ projector.View) (policy.Decision, error) {
+		short := policyFunc(func(_ context.Context, req policy.Request, _ projector.View) (policy.Ruling, error) {
 			d, err := policy.NeedApproval("quick", "answer fast", nil, nil)
 			d.Approval.ExpiresIn = 5 * time.Second
 			return d, err
@@ -362,7 +362,7 @@ func TestResume_SecondUseOfGrantRefused(t *testing.T) {
 	drive(t, d, r, agent)
 
 	a := pending(t, r)
-	g := sign(t, kp, r.ID(), a, events.Grant, time.Now())
+	g := sign(t, kp, r.ID(), a, events.DecisionGrant, time.Now())
 	publish(t, d, r, g)
 	drive(t, d, r, agent)
 	wantCount(t, send, 1)

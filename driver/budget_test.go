@@ -15,15 +15,15 @@ import (
 
 // pausing is an agent that records a budget approval for its first model
 // call, then returns err (nil: a decision) instead of waiting.
-func pausing(dec driver.Decision, err error) driver.Agent {
-	return driver.AgentFunc(func(ctx context.Context, in driver.StepInput) (driver.Decision, error) {
+func pausing(dec driver.Action, err error) driver.Agent {
+	return driver.AgentFunc(func(ctx context.Context, in driver.StepInput) (driver.Action, error) {
 		b, berr := approvals.Budget(events.BudgetBody{Approval: events.ApprovalRequest{ID: "budget-1"}, Call: 1, Attempt: 1,
 			Limit: events.ModelUsage{Calls: 1}, Reserve: events.ModelUsage{Calls: 2}, Over: "calls", Raise: events.ModelUsage{Calls: 1}})
 		if berr != nil {
-			return driver.Decision{}, berr
+			return driver.Action{}, berr
 		}
 		if rerr := in.Record(ctx, events.ApprovalBudget, b); rerr != nil {
-			return driver.Decision{}, rerr
+			return driver.Action{}, rerr
 		}
 		return dec, err
 	})
@@ -44,11 +44,11 @@ func TestDriver_AgentThatPausesWaits(t *testing.T) {
 		status projector.Status
 		detail string
 	}{
-		{"waits", pausing(driver.Decision{}, fmt.Errorf("over: %w", driver.ErrWaiting)), projector.Waiting, ""},
-		{"decides", pausing(driver.Decision{Tool: "done", Args: []byte(`{}`)}, nil), projector.Failed, "the agent decided a step"},
-		{"fails", pausing(driver.Decision{}, fmt.Errorf("boom")), projector.Failed, "the agent failed: boom"},
-		{"says-so-only", driver.AgentFunc(func(context.Context, driver.StepInput) (driver.Decision, error) {
-			return driver.Decision{}, driver.ErrWaiting
+		{"waits", pausing(driver.Action{}, fmt.Errorf("over: %w", driver.ErrWaiting)), projector.Waiting, ""},
+		{"decides", pausing(driver.Action{Tool: "done", Args: []byte(`{}`)}, nil), projector.Failed, "the agent decided a step"},
+		{"fails", pausing(driver.Action{}, fmt.Errorf("boom")), projector.Failed, "the agent failed: boom"},
+		{"says-so-only", driver.AgentFunc(func(context.Context, driver.StepInput) (driver.Action, error) {
+			return driver.Action{}, driver.ErrWaiting
 		}), projector.Failed, driver.ErrWaiting.Error()},
 	}
 	for _, c := range cases {
@@ -59,7 +59,7 @@ func TestDriver_AgentThatPausesWaits(t *testing.T) {
 			if v.Run.Status != c.status || !strings.Contains(v.Run.Detail, c.detail) {
 				t.Fatalf("run %s %s %q, want %s with %q", v.Run.Status, v.Run.Reason, v.Run.Detail, c.status, c.detail)
 			}
-			if c.status == projector.Failed && v.Run.Reason != events.ReasonAgentError {
+			if c.status == projector.Failed && v.Run.Reason != string(events.ReasonAgentError) {
 				t.Errorf("reason %s, want %s", v.Run.Reason, events.ReasonAgentError)
 			}
 			if v.Steps.Len() != 0 {

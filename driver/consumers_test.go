@@ -59,7 +59,7 @@ func scribbleSteps(steps *projector.Steps) {
 			s.Decision.ArgsBytes[j] = 'X'
 		}
 		if s.Policy != nil {
-			s.Policy.Outcome, s.Policy.Reason, s.Policy.Consumes = string(policy.Allow), "hacked", "hacked"
+			s.Policy.Outcome, s.Policy.Reason, s.Policy.Consumes = events.Allow, "hacked", "hacked"
 			scribble(s.Policy.Args)
 			if a := s.Policy.Approval; a != nil {
 				scribble(a.Capability)
@@ -87,7 +87,7 @@ func scribbleApprovals(as []projector.Approval) {
 			*a.ExpiresAt = time.Time{}
 		}
 		if a.Decision != nil {
-			a.Decision.Signature, a.Decision.Hash, a.Decision.Decision = "hacked", "hacked", events.Grant
+			a.Decision.Signature, a.Decision.Hash, a.Decision.Decision = "hacked", "hacked", events.DecisionGrant
 		}
 	}
 }
@@ -154,7 +154,7 @@ func TestDriver_ConsumersCannotCorruptEachOther(t *testing.T) {
 		kp, ops := operator(t)
 
 		var snapshot []events.ToolSpec // the driver's tools as compiled, before anyone wrote
-		pol := policyFunc(func(ctx context.Context, req policy.Request, v projector.View) (policy.Decision, error) {
+		pol := policyFunc(func(ctx context.Context, req policy.Request, v projector.View) (policy.Ruling, error) {
 			checkInput(t, "policy", v.Steps, v.Run.Tools, snapshot)
 			if want := specByName(snapshot, consumerSteps[req.Step-1].tool); !reflect.DeepEqual(req.Tool, want) {
 				t.Errorf("policy asked with tool %s, want %s", specsString([]events.ToolSpec{req.Tool}), specsString([]events.ToolSpec{want}))
@@ -171,7 +171,7 @@ func TestDriver_ConsumersCannotCorruptEachOther(t *testing.T) {
 		d := newDriverCfg(t, driver.Config{Log: log, Policy: pol, Tools: []driver.Tool{read, send, done()}, Operators: ops})
 		snapshot = cloneSpecs(d.Tools())
 
-		agent := driver.AgentFunc(func(_ context.Context, in driver.StepInput) (driver.Decision, error) {
+		agent := driver.AgentFunc(func(_ context.Context, in driver.StepInput) (driver.Action, error) {
 			checkInput(t, "agent", in.Steps, in.Tools, snapshot)
 			checkInput(t, "agent's run row", in.Steps, in.Run.Tools, snapshot)
 			if in.Run.ID != "shared" || in.Run.Status != projector.Running {
@@ -182,7 +182,7 @@ func TestDriver_ConsumersCannotCorruptEachOther(t *testing.T) {
 				agentWrites(&in, nil, nil)
 			}
 			w := consumerSteps[n]
-			return driver.Decision{Tool: w.tool, Args: json.RawMessage(w.args)}, nil
+			return driver.Action{Tool: w.tool, Args: json.RawMessage(w.args)}, nil
 		})
 
 		r := create(t, d, "shared")

@@ -55,7 +55,7 @@ type Config struct {
 	// an unknown tool, whatever the policy says.
 	Withheld func() []events.WithheldTool
 	// ClockSkew is how far a decision's signing time may lie before its
-	// request or after its receipt (see [approvals.Check]). Default
+	// request or after its receipt (see [approvals.Admit]). Default
 	// [approvals.DefaultSkew].
 	ClockSkew time.Duration
 	// MaxObservation bounds the bytes of a tool result recorded (the rest is
@@ -172,7 +172,7 @@ type Run struct {
 	// undelivered is the agent's decision whose append failed (the server
 	// away, say), made at tail undeliveredAt: the next drive at that tail
 	// records it instead of asking the agent again.
-	undelivered   *Decision
+	undelivered   *Action
 	undeliveredAt events.Tail
 	// agent is the agent of the drive in progress; spec its decision for
 	// the view at tail specAt, asked and judged while the observation that
@@ -460,6 +460,6 @@ func (d *Driver) NeedsAgent(r *Run) bool {
 
 // Fail ends r as failed with reason and detail, one fenced append: for a
 // run nobody can drive (its agent is offered by no worker, say).
-func (d *Driver) Fail(ctx context.Context, r *Run, reason, detail string) error {
+func (d *Driver) Fail(ctx context.Context, r *Run, reason events.EndReason, detail string) error {
 	return d.append(ctx, r, r.ID(), events.RunFailed, events.EndBody{Reason: reason, Detail: detail})
 }

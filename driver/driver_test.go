@@ -66,8 +66,8 @@ func TestNew_AcceptsEveryClassAndCompilesSchemas(t *testing.T) {
 	schema := `{ "type": "object",
 		"properties": { "b": {"type":"number"}, "a": {"type":"string"} } }`
 	var tools []driver.Tool
-	for _, c := range []string{events.ReadOnly, events.LocalMutation, events.RemoteMutation, events.Destructive} {
-		tools = append(tools, testkit.NewLedger("t_"+c, c, schema))
+	for _, c := range events.SideEffects {
+		tools = append(tools, testkit.NewLedger("t_"+string(c), c, schema))
 	}
 	d := newDriver(t, log, allowAll, tools...)
 	specs := d.Tools()
@@ -172,9 +172,9 @@ func TestDriver_ConflictStopsDriving(t *testing.T) {
 		// recording a refused decision) moves the run on: neither the
 		// decision nor the allow it travels with may be recorded, and the
 		// tool must not run.
-		intruder := policyFunc(func(ctx context.Context, req policy.Request, _ projector.View) (policy.Decision, error) {
+		intruder := policyFunc(func(ctx context.Context, req policy.Request, _ projector.View) (policy.Ruling, error) {
 			appendEvent(t, log, req.Run, events.ApprovalRefused, events.RefusedBody{Approval: "none", Intake: 1, Reason: "no such approval"})
-			return policy.Decision{Outcome: policy.Allow}, nil
+			return policy.Ruling{Outcome: events.Allow}, nil
 		})
 		d := newDriver(t, log, intruder, l)
 		r := create(t, d, "raced")
@@ -303,23 +303,23 @@ func TestDriver_ViewEqualsFreshLoadWithInvalidUTF8(t *testing.T) {
 	const bad = "ok \xff\xfe end"
 	read := testkit.NewLedger("read", events.ReadOnly, testkit.AnyObject)
 	read.Result = func(context.Context, json.RawMessage) (string, error) { return "result " + bad, nil }
-	p := policyFunc(func(_ context.Context, req policy.Request, _ projector.View) (policy.Decision, error) {
+	p := policyFunc(func(_ context.Context, req policy.Request, _ projector.View) (policy.Ruling, error) {
 		if req.Step == 2 {
-			return policy.Decision{Outcome: policy.Deny, Reason: "no " + bad}, nil
+			return policy.Ruling{Outcome: events.Deny, Reason: "no " + bad}, nil
 		}
-		return policy.Decision{Outcome: policy.Allow, Reason: "fine " + bad}, nil
+		return policy.Ruling{Outcome: events.Allow, Reason: "fine " + bad}, nil
 	})
 	d := newDriverCfg(t, driver.Config{Log: log, Policy: p, Tools: []driver.Tool{read}})
 	r := create(t, d, "utf8")
-	steps := []driver.Decision{
+	steps := []driver.Action{
 		{Tool: "read", Args: json.RawMessage(`{}`), CallID: "c\xff1", Reason: "why " + bad},
 		{Tool: "read", Args: json.RawMessage(`{"n":2}`), CallID: "c2"},
 	}
-	agent := driver.AgentFunc(func(_ context.Context, in driver.StepInput) (driver.Decision, error) {
+	agent := driver.AgentFunc(func(_ context.Context, in driver.StepInput) (driver.Action, error) {
 		if n := in.Steps.Len(); n < len(steps) {
 			return steps[n], nil
 		}
-		return driver.Decision{}, errors.New("agent gave up " + bad)
+		return driver.Action{}, errors.New("agent gave up " + bad)
 	})
 	drive(t, d, r, agent)
 	fresh := load(t, d, "utf8")

@@ -70,10 +70,10 @@ func Example() {
 	for s := range run.View().Steps.All() {
 		line := fmt.Sprintf("step %d %s:", s.N, s.Decision.Tool)
 		if s.Policy != nil {
-			line += " policy " + s.Policy.Outcome
+			line += " policy " + string(s.Policy.Outcome)
 		}
 		if s.Observation != nil {
-			line += " -> " + s.Observation.Kind
+			line += " -> " + string(s.Observation.Kind)
 		}
 		fmt.Println(line)
 	}

@@ -103,12 +103,12 @@ func TestSnapshot_ForgedInterruptedCallNeverRuns(t *testing.T) {
 	// Read once, then stop the drive where the agent is asked again.
 	ctx, cancel := context.WithCancel(t.Context())
 	asked := 0
-	once := driver.AgentFunc(func(ctx context.Context, _ driver.StepInput) (driver.Decision, error) {
+	once := driver.AgentFunc(func(ctx context.Context, _ driver.StepInput) (driver.Action, error) {
 		if asked++; asked == 1 {
 			return testkit.Call("read", `{"path":"a.txt"}`), nil
 		}
 		cancel()
-		return driver.Decision{}, ctx.Err()
+		return driver.Action{}, ctx.Err()
 	})
 	if err := d.Drive(ctx, r, once); !errors.Is(err, context.Canceled) {
 		t.Fatalf("drive: %v", err)
@@ -158,7 +158,7 @@ func TestRecover_ArgumentsOnlyTheDecisionsRechecked(t *testing.T) {
 			appendEvent(t, log, "crashed", events.RunCreated, events.RunCreatedBody{Tools: d.Tools(), Limits: driver.DefaultLimits, Agent: "test"})
 			appendEvent(t, log, "crashed", events.StepDecided, events.StepDecidedBody{Step: 1, Tool: "read", Args: tc.decided})
 			appendEvent(t, log, "crashed", events.StepPolicy, events.PolicyBody{
-				Step: 1, Outcome: string(policy.Allow), PolicyID: "side-effects", Args: json.RawMessage(tc.allowed), ToolHash: spec(t, d, "read").Hash,
+				Step: 1, Outcome: events.Allow, PolicyID: "side-effects", Args: json.RawMessage(tc.allowed), ToolHash: spec(t, d, "read").Hash,
 			})
 			r := interrupted(t, d, "crashed")
 			drive(t, d, r, testkit.NewScript(testkit.Call("done", `{}`)))
@@ -204,10 +204,10 @@ func TestDriver_PanickingPolicyFailsTheRun(t *testing.T) {
 	env := testkit.JetStream(t)
 	log := env.Log(t, events.Config{})
 	send := testkit.NewLedger("send", events.RemoteMutation, toSchema)
-	boom := policyFunc(func(context.Context, policy.Request, projector.View) (policy.Decision, error) {
+	boom := policyFunc(func(context.Context, policy.Request, projector.View) (policy.Ruling, error) {
 		var m map[string]int
 		m["x"]++ // a nil map write: a runtime panic, not a call to panic
-		return policy.Decision{Outcome: policy.Allow}, nil
+		return policy.Ruling{Outcome: events.Allow}, nil
 	})
 	d := newDriver(t, log, boom, send)
 	r := create(t, d, "boom")
@@ -237,7 +237,7 @@ func TestResume_DecisionTimesJudgedOnReceipt(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			p := pauseOnSend(t, driver.Config{}, `{"to":"ops"}`)
 			a := pending(t, p.r)
-			publish(t, p.d, p.r, sign(t, p.kp, p.r.ID(), a, events.Grant, tc.at(a)))
+			publish(t, p.d, p.r, sign(t, p.kp, p.r.ID(), a, events.DecisionGrant, tc.at(a)))
 			drive(t, p.d, p.r, p.agent)
 			wantCount(t, p.send, 0)
 			wantEnd(t, p.r.View(), projector.Waiting, events.RemoteMutation)
@@ -256,7 +256,7 @@ func TestResume_DecisionTimesJudgedOnReceipt(t *testing.T) {
 func TestResume_DenialStoredAsGrantNeverRuns(t *testing.T) {
 	p := pauseOnSend(t, driver.Config{}, `{"to":"ops"}`)
 	a := pending(t, p.r)
-	denial := sign(t, p.kp, p.r.ID(), a, events.Deny, time.Now())
+	denial := sign(t, p.kp, p.r.ID(), a, events.DecisionDeny, time.Now())
 	denial.Received, denial.Intake = time.Now(), 1
 	appendEvent(t, p.log, p.r.ID(), events.ApprovalGranted, denial)
 	if _, err := p.d.Load(t.Context(), p.r.ID()); !errors.Is(err, projector.ErrFold) {
@@ -276,10 +276,10 @@ func TestDriver_PanickingAgentFailsTheRun(t *testing.T) {
 	log := env.Log(t, events.Config{})
 	d := newDriver(t, log, policy.DefaultSideEffects(), done())
 	r := create(t, d, "agent-boom")
-	drive(t, d, r, driver.AgentFunc(func(context.Context, driver.StepInput) (driver.Decision, error) {
+	drive(t, d, r, driver.AgentFunc(func(context.Context, driver.StepInput) (driver.Action, error) {
 		var in []int
 		_ = in[3] // an index out of range: a runtime panic
-		return driver.Decision{}, nil
+		return driver.Action{}, nil
 	}))
 	v := r.View()
 	wantEnd(t, v, projector.Failed, events.ReasonAgentError)

@@ -150,9 +150,10 @@ func spec(t *testing.T, d *driver.Driver, name string) events.ToolSpec {
 }
 
 // wantEnd checks that v's run ended (or waits) with status and reason.
-func wantEnd(t *testing.T, v projector.View, status projector.Status, reason string) {
+// wantEnd takes an end reason, or the approval kind a waiting run names.
+func wantEnd[R ~string](t *testing.T, v projector.View, status projector.Status, reason R) {
 	t.Helper()
-	if v.Run.Status != status || v.Run.Reason != reason {
+	if v.Run.Status != status || v.Run.Reason != string(reason) {
 		t.Fatalf("run %s: got status %s reason %q (detail %q), want %s %q", v.Run.ID, v.Run.Status, v.Run.Reason, v.Run.Detail, status, reason)
 	}
 }
@@ -171,15 +172,15 @@ func done() *testkit.Ledger {
 }
 
 // policyFunc adapts a function to policy.Policy.
-type policyFunc func(ctx context.Context, req policy.Request, v projector.View) (policy.Decision, error)
+type policyFunc func(ctx context.Context, req policy.Request, v projector.View) (policy.Ruling, error)
 
-func (f policyFunc) Evaluate(ctx context.Context, req policy.Request, v projector.View) (policy.Decision, error) {
+func (f policyFunc) Evaluate(ctx context.Context, req policy.Request, v projector.View) (policy.Ruling, error) {
 	return f(ctx, req, v)
 }
 
 // allowAll allows every request.
-var allowAll = policyFunc(func(context.Context, policy.Request, projector.View) (policy.Decision, error) {
-	return policy.Decision{Outcome: policy.Allow, Reason: "allowed"}, nil
+var allowAll = policyFunc(func(context.Context, policy.Request, projector.View) (policy.Ruling, error) {
+	return policy.Ruling{Outcome: events.Allow, Reason: "allowed"}, nil
 })
 
 // counting wraps a policy and keeps a copy of every request it was asked.
@@ -191,7 +192,7 @@ type counting struct {
 
 func count(p policy.Policy) *counting { return &counting{inner: p} }
 
-func (c *counting) Evaluate(ctx context.Context, req policy.Request, v projector.View) (policy.Decision, error) {
+func (c *counting) Evaluate(ctx context.Context, req policy.Request, v projector.View) (policy.Ruling, error) {
 	cp := req
 	cp.Args = bytes.Clone(req.Args)
 	cp.Tool.Schema = bytes.Clone(req.Tool.Schema)
@@ -272,7 +273,7 @@ func grant(t *testing.T, d *driver.Driver, r *driver.Run, kp nkeys.KeyPair) proj
 	a := pending(t, r)
 	// Signed just after the request, by the clock that dated it (a test's
 	// clock may be a fake one).
-	publish(t, d, r, sign(t, kp, r.ID(), a, events.Grant, a.Requested.Add(time.Millisecond)))
+	publish(t, d, r, sign(t, kp, r.ID(), a, events.DecisionGrant, a.Requested.Add(time.Millisecond)))
 	return a
 }
 

@@ -100,7 +100,7 @@ func TestDriver_InlineToolKeepsTheCallsAnswers(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		exec     func(ctx context.Context) (string, error)
-		kind     string
+		kind     events.ObservationKind
 		contains string
 		runs     int
 	}{

@@ -33,7 +33,7 @@ func TestDriver_InterruptedReadOnlyRunsOnceMore(t *testing.T) {
 	for _, tc := range []struct {
 		name        string
 		interrupted int
-		want        string
+		want        events.ObservationKind
 	}{
 		{"once", 1, events.ObsResult},
 		{"twice", 2, events.ObsToolError},

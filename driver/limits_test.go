@@ -60,7 +60,7 @@ func TestDriver_NoStepLimitRunsPastTheDefault(t *testing.T) {
 	read := testkit.NewLedger("read_file", events.ReadOnly, pathSchema)
 	d := newDriverCfg(t, driver.Config{Log: log, Policy: allowAll, Tools: []driver.Tool{read, done()}})
 	const steps = 150
-	agent := driver.AgentFunc(func(ctx context.Context, in driver.StepInput) (driver.Decision, error) {
+	agent := driver.AgentFunc(func(ctx context.Context, in driver.StepInput) (driver.Action, error) {
 		if in.Steps.Len() == steps {
 			return testkit.Call("done", `{}`), nil
 		}

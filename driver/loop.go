@@ -110,7 +110,7 @@ func (d *Driver) advance(ctx context.Context, r *Run, agent Agent) (bool, error)
 		pre = nil
 	}
 	r.spec = nil
-	var dec Decision
+	var dec Action
 	if pre != nil {
 		dec = pre.dec
 	} else {
@@ -181,7 +181,7 @@ func (d *Driver) advance(ctx context.Context, r *Run, agent Agent) (bool, error)
 // too large for one event, is recorded after the decision, as its own
 // event. sent is false when nothing was sent: with an error wrapping
 // [events.ErrTooLarge] when the decision alone is too large to store.
-func (d *Driver) record(ctx context.Context, r *Run, dec Decision, body events.StepDecidedBody) (sent bool, err error) {
+func (d *Driver) record(ctx context.Context, r *Run, dec Action, body events.StepDecidedBody) (sent bool, err error) {
 	if r.cached {
 		// The agent may decide on a view from a snapshot; the policy may
 		// not: it is asked on the view folded from the run's events. A
@@ -219,7 +219,7 @@ func (d *Driver) judgeNext(ctx context.Context, v *projector.View, body events.S
 
 // foreseen is a pure agent's next decision, asked and judged ahead.
 type foreseen struct {
-	dec  Decision
+	dec  Action
 	body events.StepDecidedBody
 	at   time.Time
 	j    judgement
@@ -251,7 +251,7 @@ var errPureRecords = errors.New("an agent marked driver.Pure records no model ca
 
 // recordJudged records decision dec (body, judged as j on the view holding
 // it, at time at) and acts on the judgement: see [Driver.record].
-func (d *Driver) recordJudged(ctx context.Context, r *Run, dec Decision, body events.StepDecidedBody, at time.Time, j judgement) (sent bool, err error) {
+func (d *Driver) recordJudged(ctx context.Context, r *Run, dec Action, body events.StepDecidedBody, at time.Time, j judgement) (sent bool, err error) {
 	undelivered := func(err error) error {
 		if !errors.Is(err, events.ErrConflict) && !errors.Is(err, events.ErrTooLarge) {
 			r.undelivered, r.undeliveredAt = &dec, r.tail
@@ -300,7 +300,7 @@ func (d *Driver) recordJudged(ctx context.Context, r *Run, dec Decision, body ev
 // decide returns the agent's next decision for r: the one whose append
 // failed at r's tail if there is one (a model is never asked twice for a
 // step because the log was away), a fresh one otherwise.
-func (d *Driver) decide(ctx context.Context, r *Run, agent Agent) (Decision, error) {
+func (d *Driver) decide(ctx context.Context, r *Run, agent Agent) (Action, error) {
 	if r.undelivered != nil && r.undeliveredAt == r.tail {
 		return *r.undelivered, nil
 	}
@@ -328,7 +328,7 @@ func (d *Driver) decide(ctx context.Context, r *Run, agent Agent) (Decision, err
 	}
 	dec, err := ask(ctx, agent, *in)
 	if recErr != nil {
-		return Decision{}, &recordError{fmt.Errorf("record the agent's model call: %w", recErr)}
+		return Action{}, &recordError{fmt.Errorf("record the agent's model call: %w", recErr)}
 	}
 	return dec, err
 }
@@ -343,7 +343,7 @@ func (e *recordError) Unwrap() error { return e.err }
 // ask calls the agent, turning a panic into its error: an agent that
 // chokes on what a model returned fails its run (agent_error), never its
 // worker.
-func ask(ctx context.Context, agent Agent, in StepInput) (dec Decision, err error) {
+func ask(ctx context.Context, agent Agent, in StepInput) (dec Action, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("agent panicked: %v", p)
@@ -371,7 +371,7 @@ func (d *Driver) asksAgentNext(v *projector.View) bool {
 // decidedBody records a decision exactly: the argument bytes as a string
 // when they are UTF-8, as bytes otherwise; or, when it is larger than
 // MaxDecision, by its size, hash and prefix (see oversizeBody).
-func (d *Driver) decidedBody(n int, dec Decision) events.StepDecidedBody {
+func (d *Driver) decidedBody(n int, dec Action) events.StepDecidedBody {
 	limit := d.cfg.MaxDecision
 	if limit <= 0 {
 		limit = d.log.MaxEventBytes() / 2
@@ -388,7 +388,7 @@ func (d *Driver) decidedBody(n int, dec Decision) events.StepDecidedBody {
 	return b
 }
 
-func decisionBytes(dec Decision) int {
+func decisionBytes(dec Action) int {
 	return len(dec.Tool) + len(dec.Args) + len(dec.CallID) + len(dec.Reason)
 }
 
@@ -398,7 +398,7 @@ const oversizePrefix = 256
 // oversizeBody records a decision too large to record whole: its size, the
 // hash of its arguments, and a prefix of each part (valid UTF-8, arguments
 // that are not UTF-8 quoted), so the agent and an operator see what it was.
-func oversizeBody(n int, dec Decision, limit int) events.StepDecidedBody {
+func oversizeBody(n int, dec Action, limit int) events.StepDecidedBody {
 	sum := sha256.Sum256(dec.Args)
 	var args string
 	if utf8.Valid(dec.Args) {
@@ -430,7 +430,7 @@ func (d *Driver) finish(ctx context.Context, r *Run, result string) error {
 	return d.append(ctx, r, r.ID(), events.RunFinished, events.EndBody{Reason: events.ReasonCompleted, Result: result})
 }
 
-func (d *Driver) limitHit(v *projector.View) (reason, detail string) {
+func (d *Driver) limitHit(v *projector.View) (reason events.EndReason, detail string) {
 	l, run := v.Run.Limits, v.Run
 	switch {
 	case l.MaxSteps > 0 && run.Steps >= l.MaxSteps:
@@ -545,7 +545,7 @@ type judgement struct {
 // [Driver.plan] makes of the policy's answer. It records nothing and
 // changes nothing.
 func (d *Driver) judge(ctx context.Context, run string, v *projector.View, n int, grant *projector.Approval) judgement {
-	refuse := func(kind, content string) judgement {
+	refuse := func(kind events.ObservationKind, content string) judgement {
 		return judgement{kind: events.StepObserved, body: d.observation(n, kind, content)}
 	}
 	s := v.Step(n)
@@ -566,7 +566,7 @@ func (d *Driver) judge(ctx context.Context, run string, v *projector.View, n int
 		return refuse(events.ObsUnknownTool, fmt.Sprintf("no tool named %q (tools: %s)", s.Decision.Tool, strings.Join(names, ", ")))
 	}
 	raw := s.Decision.RawArgs()
-	args, err := ct.Check(raw)
+	args, err := ct.CheckArgs(raw)
 	if err != nil {
 		var ae *ArgsError
 		if errors.As(err, &ae) && ae.Malformed() {
@@ -617,11 +617,11 @@ func (d *Driver) toolNames() string {
 	return out
 }
 
-func (d *Driver) observe(ctx context.Context, r *Run, n int, kind, content string) error {
+func (d *Driver) observe(ctx context.Context, r *Run, n int, kind events.ObservationKind, content string) error {
 	return d.append(ctx, r, r.ID(), events.StepObserved, d.observation(n, kind, content))
 }
 
-func (d *Driver) observation(n int, kind, content string) events.ObservedBody {
+func (d *Driver) observation(n int, kind events.ObservationKind, content string) events.ObservedBody {
 	o := events.ObservedBody{Step: n, Kind: kind, Content: content}
 	if len(o.Content) > d.cfg.MaxObservation {
 		o.Content, o.Truncated = cutUTF8(o.Content, d.cfg.MaxObservation), true

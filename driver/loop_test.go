@@ -32,7 +32,7 @@ func TestDriver_DecisionRecordedExactlyBeforeChecks(t *testing.T) {
 	cases := []struct {
 		name string
 		args []byte
-		obs  string // the step's observation kind
+		obs  events.ObservationKind // the step's observation kind
 	}{
 		{"whitespace and key order", []byte("{ \"path\" :\t\"notes.txt\" ,\n  \"extra\": [1, 2.50 ]\n}\n"), events.ObsResult},
 		{"refused by the schema", []byte(`{ "path": 7 }`), events.ObsInvalidArguments},
@@ -44,7 +44,7 @@ func TestDriver_DecisionRecordedExactlyBeforeChecks(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			id := fmt.Sprintf("exact-%d", i)
 			r := create(t, d, id)
-			dec := driver.Decision{Tool: "read_file", Args: bytes.Clone(tc.args), CallID: "call_1", Reason: "  look  "}
+			dec := driver.Action{Tool: "read_file", Args: bytes.Clone(tc.args), CallID: "call_1", Reason: "  look  "}
 			drive(t, d, r, testkit.NewScript(dec, testkit.Call("done", `{}`)))
 
 			recs := records(t, log, id)
@@ -173,7 +173,7 @@ func TestDriver_UnusableJSONDecisionsAreRecordedInvalid(t *testing.T) {
 			id := fmt.Sprintf("unusable-%d", i)
 			r := create(t, d, id)
 			before := read.Count()
-			drive(t, d, r, testkit.NewScript(driver.Decision{Tool: "read_file", Args: bytes.Clone(tc.args)}, testkit.Call("done", `{}`)))
+			drive(t, d, r, testkit.NewScript(driver.Action{Tool: "read_file", Args: bytes.Clone(tc.args)}, testkit.Call("done", `{}`)))
 
 			s := stepOf(t, r, 1)
 			if s.Observation == nil || s.Observation.Kind != events.ObsInvalidDecision {
@@ -303,11 +303,11 @@ func TestDriver_PolicyResultRecordsPolicyID(t *testing.T) {
 }
 
 // denyAll denies every request but a terminal tool, with a fixed reason.
-var denyAll = policyFunc(func(_ context.Context, req policy.Request, _ projector.View) (policy.Decision, error) {
+var denyAll = policyFunc(func(_ context.Context, req policy.Request, _ projector.View) (policy.Ruling, error) {
 	if req.Tool.Terminal {
-		return policy.Decision{Outcome: policy.Allow}, nil
+		return policy.Ruling{Outcome: events.Allow}, nil
 	}
-	return policy.Decision{Outcome: policy.Deny, Reason: "deletes are off today"}, nil
+	return policy.Ruling{Outcome: events.Deny, Reason: "deletes are off today"}, nil
 })
 
 func TestDriver_PolicyDenyIsObservation(t *testing.T) {
@@ -337,7 +337,7 @@ func TestDriver_PolicyDenyIsObservation(t *testing.T) {
 	}
 	recs := records(t, log, "deny")
 	pols := policyResults(t, recs)
-	if len(pols) == 0 || pols[0].Outcome != string(policy.Deny) {
+	if len(pols) == 0 || pols[0].Outcome != events.Deny {
 		t.Fatalf("first policy result: got %v, want outcome deny", kinds(recs))
 	}
 	if pb := pols[0]; pb.Reason != "deletes are off today" {
@@ -350,8 +350,8 @@ func TestDriver_PolicyAbortEndsRun(t *testing.T) {
 	env := testkit.JetStream(t)
 	log := env.Log(t, events.Config{})
 	del := testkit.NewLedger("delete_file", events.Destructive, pathSchema)
-	abort := policyFunc(func(context.Context, policy.Request, projector.View) (policy.Decision, error) {
-		return policy.Decision{Outcome: policy.Abort, Reason: "tried to delete the root"}, nil
+	abort := policyFunc(func(context.Context, policy.Request, projector.View) (policy.Ruling, error) {
+		return policy.Ruling{Outcome: events.Abort, Reason: "tried to delete the root"}, nil
 	})
 	d := newDriver(t, log, abort, del, done())
 	r := create(t, d, "abort")
@@ -381,7 +381,7 @@ func TestDriver_RequireApprovalPausesRun(t *testing.T) {
 	env := testkit.JetStream(t)
 	log := env.Log(t, events.Config{})
 	deploy := testkit.NewLedger("deploy", events.RemoteMutation, `{"type":"object"}`)
-	ask := policyFunc(func(_ context.Context, req policy.Request, _ projector.View) (policy.Decision, error) {
+	ask := policyFunc(func(_ context.Context, req policy.Request, _ projector.View) (policy.Ruling, error) {
 		return policy.NeedApproval("deploy_prod", "production needs a person", map[string]any{"env": "prod", "args": req.Args}, map[string]string{"say": "deploy <prod> & tell"})
 	})
 	d := newDriver(t, log, ask, deploy)
@@ -424,13 +424,13 @@ func TestDriver_RequireApprovalPausesRun(t *testing.T) {
 }
 
 func TestPolicy_UnknownOutcomeFailsLoopAndResume(t *testing.T) {
-	for _, outcome := range []policy.Outcome{"", "maybe", "ALLOW", "allow "} {
+	for _, outcome := range []events.Outcome{"", "maybe", "ALLOW", "allow "} {
 		t.Run(fmt.Sprintf("%q in the loop", outcome), func(t *testing.T) {
 			env := testkit.JetStream(t)
 			log := env.Log(t, events.Config{})
 			write := testkit.NewLedger("write", events.LocalMutation, testkit.AnyObject)
-			p := policyFunc(func(context.Context, policy.Request, projector.View) (policy.Decision, error) {
-				return policy.Decision{Outcome: outcome, Reason: "unsure"}, nil
+			p := policyFunc(func(context.Context, policy.Request, projector.View) (policy.Ruling, error) {
+				return policy.Ruling{Outcome: outcome, Reason: "unsure"}, nil
 			})
 			d := newDriver(t, log, p, write)
 			r := create(t, d, "loop")
@@ -450,12 +450,12 @@ func TestPolicy_UnknownOutcomeFailsLoopAndResume(t *testing.T) {
 			log := env.Log(t, events.Config{})
 			write := testkit.NewLedger("write", events.LocalMutation, testkit.AnyObject)
 			calls := 0
-			p := policyFunc(func(context.Context, policy.Request, projector.View) (policy.Decision, error) {
+			p := policyFunc(func(context.Context, policy.Request, projector.View) (policy.Ruling, error) {
 				calls++
 				if calls == 1 {
 					return policy.NeedApproval("check", "first ask", nil, nil)
 				}
-				return policy.Decision{Outcome: outcome, Reason: "unsure"}, nil
+				return policy.Ruling{Outcome: outcome, Reason: "unsure"}, nil
 			})
 			kp, ops := operator(t)
 			d := newDriverCfg(t, driver.Config{Log: log, Policy: p, Tools: []driver.Tool{write}, Operators: ops})
@@ -486,9 +486,9 @@ func TestPolicy_ErrorFailsRun(t *testing.T) {
 	log := env.Log(t, events.Config{})
 	write := testkit.NewLedger("write", events.LocalMutation, testkit.AnyObject)
 	errRules := errors.New("rules file unreadable")
-	p := policyFunc(func(context.Context, policy.Request, projector.View) (policy.Decision, error) {
+	p := policyFunc(func(context.Context, policy.Request, projector.View) (policy.Ruling, error) {
 		// An error wins even over an allow returned beside it.
-		return policy.Decision{Outcome: policy.Allow}, errRules
+		return policy.Ruling{Outcome: events.Allow}, errRules
 	})
 	d := newDriver(t, log, policy.WithID(p, "rules v1"), write)
 	r := create(t, d, "err")
@@ -524,8 +524,8 @@ func TestDriver_UnusablePolicyJSONFailsWithoutExecuting(t *testing.T) {
 			env := testkit.JetStream(t)
 			log := env.Log(t, events.Config{})
 			send := testkit.NewLedger("send", events.RemoteMutation, toSchema)
-			p := policyFunc(func(context.Context, policy.Request, projector.View) (policy.Decision, error) {
-				return policy.Decision{Outcome: policy.RequireApproval, Reason: "hand-built", Approval: &policy.Approval{
+			p := policyFunc(func(context.Context, policy.Request, projector.View) (policy.Ruling, error) {
+				return policy.Ruling{Outcome: events.RequireApproval, Reason: "hand-built", Approval: &policy.Approval{
 					Kind: "send_check", Capability: tc.capability, Presentation: tc.presentation,
 				}}, nil
 			})
@@ -550,8 +550,8 @@ func TestDriver_UnusablePolicyJSONFailsWithoutExecuting(t *testing.T) {
 		env := testkit.JetStream(t)
 		log := env.Log(t, events.Config{})
 		send := testkit.NewLedger("send", events.RemoteMutation, toSchema)
-		p := policyFunc(func(context.Context, policy.Request, projector.View) (policy.Decision, error) {
-			return policy.Decision{Outcome: policy.RequireApproval}, nil
+		p := policyFunc(func(context.Context, policy.Request, projector.View) (policy.Ruling, error) {
+			return policy.Ruling{Outcome: events.RequireApproval}, nil
 		})
 		d := newDriver(t, log, p, send)
 		r := create(t, d, "kindless")
@@ -605,7 +605,11 @@ func TestDriver_ToolPanicAndTimeoutBecomeObservations(t *testing.T) {
 
 	v := r.View()
 	wantEnd(t, v, projector.Completed, events.ReasonCompleted)
-	for n, want := range map[int]struct{ tool, kind, mention string }{
+	for n, want := range map[int]struct {
+		tool    string
+		kind    events.ObservationKind
+		mention string
+	}{
 		1: {"panicky", events.ObsToolError, "boom"},
 		2: {"failing", events.ObsToolError, ""},
 		3: {"slow", events.ObsTimeout, "50ms"},
@@ -688,8 +692,8 @@ func TestDriver_AgentErrorFailsRun(t *testing.T) {
 	log := env.Log(t, events.Config{})
 	d := newDriver(t, log, allowAll, done())
 	r := create(t, d, "agent-err")
-	agent := driver.AgentFunc(func(context.Context, driver.StepInput) (driver.Decision, error) {
-		return driver.Decision{}, errors.New("model unavailable")
+	agent := driver.AgentFunc(func(context.Context, driver.StepInput) (driver.Action, error) {
+		return driver.Action{}, errors.New("model unavailable")
 	})
 	drive(t, d, r, agent)
 	v := r.View()
@@ -701,7 +705,7 @@ func TestDriver_AgentErrorFailsRun(t *testing.T) {
 
 // readN is an agent that reads a different path each step.
 func readN() driver.Agent {
-	return driver.AgentFunc(func(_ context.Context, in driver.StepInput) (driver.Decision, error) {
+	return driver.AgentFunc(func(_ context.Context, in driver.StepInput) (driver.Action, error) {
 		return testkit.Call("read_file", fmt.Sprintf(`{"path":"f%d"}`, in.Steps.Len()+1)), nil
 	})
 }
@@ -731,7 +735,7 @@ func TestDriver_RepeatedFailuresEndRun(t *testing.T) {
 		del := testkit.NewLedger("delete_file", events.Destructive, pathSchema)
 		d := newDriver(t, log, policy.DefaultSideEffects(), del)
 		r := create(t, d, "denied")
-		agent := driver.AgentFunc(func(_ context.Context, in driver.StepInput) (driver.Decision, error) {
+		agent := driver.AgentFunc(func(_ context.Context, in driver.StepInput) (driver.Action, error) {
 			return testkit.Call("delete_file", fmt.Sprintf(`{"path":"/%d"}`, in.Steps.Len())), nil
 		})
 		drive(t, d, r, agent)
@@ -748,7 +752,7 @@ func TestDriver_RepeatedFailuresEndRun(t *testing.T) {
 		read := testkit.NewLedger("read_file", events.ReadOnly, pathSchema)
 		d := newDriverCfg(t, driver.Config{Log: log, Policy: allowAll, Tools: []driver.Tool{read, done()}, Limits: events.Limits{MaxFailuresInRow: 3}})
 		r := create(t, d, "reset")
-		var decs []driver.Decision
+		var decs []driver.Action
 		for i := range 2 {
 			decs = append(decs, testkit.Call("read_file", fmt.Sprintf(`{"bad":%d}`, i)), testkit.Call("read_file", fmt.Sprintf(`{"bad":%d,"x":1}`, i)))
 			decs = append(decs, testkit.Call("read_file", fmt.Sprintf(`{"path":"%d"}`, i)))
@@ -766,7 +770,7 @@ func TestDriver_LoopDetected(t *testing.T) {
 		read := testkit.NewLedger("read_file", events.ReadOnly, pathSchema)
 		d := newDriverCfg(t, driver.Config{Log: log, Policy: allowAll, Tools: []driver.Tool{read}, Limits: events.Limits{MaxRepeats: 3}})
 		r := create(t, d, "loop")
-		agent := driver.AgentFunc(func(context.Context, driver.StepInput) (driver.Decision, error) {
+		agent := driver.AgentFunc(func(context.Context, driver.StepInput) (driver.Action, error) {
 			return testkit.Call("read_file", `{"path":"same"}`), nil
 		})
 		drive(t, d, r, agent)
@@ -785,7 +789,7 @@ func TestDriver_LoopDetected(t *testing.T) {
 		read.Result = func(context.Context, json.RawMessage) (string, error) { n++; return fmt.Sprint("line ", n), nil }
 		d := newDriverCfg(t, driver.Config{Log: log, Policy: allowAll, Tools: []driver.Tool{read}, Limits: events.Limits{MaxRepeats: 3, MaxSteps: 6}})
 		r := create(t, d, "tail")
-		agent := driver.AgentFunc(func(context.Context, driver.StepInput) (driver.Decision, error) {
+		agent := driver.AgentFunc(func(context.Context, driver.StepInput) (driver.Action, error) {
 			return testkit.Call("read_file", `{"path":"same"}`), nil
 		})
 		drive(t, d, r, agent)
@@ -964,7 +968,7 @@ func TestDriver_AllowedStepIsTwoEventsAndRunsAfterTheFirst(t *testing.T) {
 	}
 	last := atRun[len(atRun)-1].Event
 	pb, ok, err := events.PolicyResult(last)
-	if err != nil || !ok || last.Kind != events.StepDecided || pb.Outcome != string(policy.Allow) || pb.Step != 1 {
+	if err != nil || !ok || last.Kind != events.StepDecided || pb.Outcome != events.Allow || pb.Step != 1 {
 		t.Fatalf("when the tool ran, the last event was %s (result %+v %v %v), want step 1's decision carrying its allow", last.Kind, pb, ok, err)
 	}
 	recs := records(t, log, "two")
@@ -975,7 +979,7 @@ func TestDriver_AllowedStepIsTwoEventsAndRunsAfterTheFirst(t *testing.T) {
 	// The step's recorded time is the one the policy saw it at: the
 	// view's step holds the decision's event time.
 	v := r.View()
-	if s := v.Step(1); s == nil || !s.Decided.Equal(recs[1].Event.Time) || s.Policy == nil || s.Policy.Outcome != string(policy.Allow) {
+	if s := v.Step(1); s == nil || !s.Decided.Equal(recs[1].Event.Time) || s.Policy == nil || s.Policy.Outcome != events.Allow {
 		t.Errorf("step 1 in the view: %+v, want decided at %v with its allow", s, recs[1].Event.Time)
 	}
 }

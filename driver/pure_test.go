@@ -29,7 +29,7 @@ type pureAgent struct {
 
 func (a *pureAgent) Pure() {}
 
-func (a *pureAgent) Decide(ctx context.Context, in driver.StepInput) (driver.Decision, error) {
+func (a *pureAgent) Decide(ctx context.Context, in driver.StepInput) (driver.Action, error) {
 	step := in.Steps.Len() + 1
 	a.mu.Lock()
 	*a.log = append(*a.log, fmt.Sprintf("decide %d", step))
@@ -139,9 +139,9 @@ func TestDriver_PolicyNeverDecidesOnASnapshot(t *testing.T) {
 	log := env.Log(t, events.Config{})
 	read := testkit.NewLedger("read_file", events.ReadOnly, pathSchema)
 	var seen []string
-	watch := policyFunc(func(_ context.Context, req policy.Request, v projector.View) (policy.Decision, error) {
+	watch := policyFunc(func(_ context.Context, req policy.Request, v projector.View) (policy.Ruling, error) {
 		seen = append(seen, string(v.Run.Input))
-		return policy.Decision{Outcome: policy.Allow}, nil
+		return policy.Ruling{Outcome: events.Allow}, nil
 	})
 	d := newDriver(t, log, watch, read, done())
 	for i, agent := range []driver.Agent{
@@ -156,7 +156,7 @@ func TestDriver_PolicyNeverDecidesOnASnapshot(t *testing.T) {
 		r := load(t, d, id)
 		stop := make(chan struct{})
 		var once sync.Once
-		one := driver.AgentFunc(func(ctx context.Context, in driver.StepInput) (driver.Decision, error) {
+		one := driver.AgentFunc(func(ctx context.Context, in driver.StepInput) (driver.Action, error) {
 			once.Do(func() { close(stop) })
 			return agent.Decide(ctx, in)
 		})

@@ -9,7 +9,6 @@ import (
 	"github.com/arbiter-run/arbiter/approvals"
 	"github.com/arbiter-run/arbiter/events"
 	"github.com/arbiter-run/arbiter/jsonform"
-	"github.com/arbiter-run/arbiter/policy"
 )
 
 // recover resolves step n, found allowed with no observation: its call was
@@ -27,7 +26,7 @@ func (d *Driver) recover(ctx context.Context, r *Run, n int) error {
 		// only as the tool's current schema accepts them: a policy result
 		// whose arguments are not the decision's is not a record this
 		// driver wrote, and nothing of it runs.
-		checked, err := ct.Check(s.Decision.RawArgs())
+		checked, err := ct.CheckArgs(s.Decision.RawArgs())
 		if err != nil || !bytes.Equal(checked, args) {
 			why := "they are not the recorded decision's"
 			if err != nil {
@@ -104,7 +103,7 @@ func (d *Driver) pauseInterrupted(ctx context.Context, r *Run, n int, args json.
 		a.ExpiresAt = &at
 	}
 	return d.append(ctx, r, r.ID(), events.ApprovalRequested, events.PolicyBody{
-		Step: n, Outcome: string(policy.RequireApproval), Reason: a.Reason, Args: args, ToolHash: spec.Hash,
+		Step: n, Outcome: events.RequireApproval, Reason: a.Reason, Args: args, ToolHash: spec.Hash,
 		Approval: a, Origin: events.OriginRecovery,
 	})
 }

@@ -23,7 +23,7 @@ func crashAfterAllow(t *testing.T, d *driver.Driver, run, tool, raw string) {
 	appendEvent(t, log, run, events.RunCreated, events.RunCreatedBody{Tools: d.Tools(), Limits: driver.DefaultLimits, Agent: "test"})
 	appendEvent(t, log, run, events.StepDecided, events.StepDecidedBody{Step: 1, Tool: tool, Args: raw})
 	appendEvent(t, log, run, events.StepPolicy, events.PolicyBody{
-		Step: 1, Outcome: string(policy.Allow), Reason: "allowed before the crash", PolicyID: "rules v1",
+		Step: 1, Outcome: events.Allow, Reason: "allowed before the crash", PolicyID: "rules v1",
 		Args: canon(t, raw), ToolHash: spec(t, d, tool).Hash,
 	})
 }
@@ -157,7 +157,7 @@ func TestRecover_SideEffectPausesOnInterruptedApproval(t *testing.T) {
 		drive(t, d, r, agent)
 		wantCount(t, send, 0)
 		wantEnd(t, r.View(), projector.Waiting, events.RemoteMutation)
-		if got := pending(t, r); got.ID == first.ID || got.Kind != events.RemoteMutation {
+		if got := pending(t, r); got.ID == first.ID || got.Kind != string(events.RemoteMutation) {
 			t.Errorf("waiting on %s (%s), want the policy's own remote_mutation approval", got.ID, got.Kind)
 		}
 	})
@@ -172,7 +172,7 @@ func TestRecover_ReconcileDoneAndNotDone(t *testing.T) {
 		executions int
 		asked      int // policy evaluations of step 1 after the crash
 		status     projector.Status
-		reason     string
+		reason     events.EndReason
 	}{
 		{"done", driver.Done, false, events.ResolvedDone, 0, 0, projector.Completed, events.ReasonCompleted},
 		{"done terminal", driver.Done, true, events.ResolvedDone, 0, 0, projector.Completed, events.ReasonCompleted},

@@ -14,7 +14,7 @@ import (
 // cancels the run, a grant resumes the step. Otherwise the decisions
 // operators published for the run since the last one it recorded are read
 // from the decisions stream, in order: the first is verified (see
-// [approvals.Check], judged against the time this worker read it) and
+// [approvals.Admit], judged against the time this worker read it) and
 // recorded, as a grant or denial when it holds, as a refusal when it does
 // not; an approval past its expiry with no decision received in time is
 // recorded expired (which cancels the run). It reports false when the run
@@ -28,7 +28,7 @@ func (d *Driver) settle(ctx context.Context, r *Run) (bool, error) {
 	case projector.Pending:
 		return d.intake(ctx, r, a)
 	case projector.Denied, projector.Granted:
-		if err := approvals.CheckRecorded(d.cfg.Operators, r.ID(), a, d.cfg.ClockSkew); err != nil {
+		if err := approvals.AdmitRecorded(d.cfg.Operators, r.ID(), a, d.cfg.ClockSkew); err != nil {
 			return true, d.append(ctx, r, r.ID(), events.ApprovalRefused, events.RefusedBody{
 				Approval: a.ID, Event: a.DecisionEvent, Operator: a.Decision.Operator, Reason: err.Error(),
 			})
@@ -71,7 +71,7 @@ func (d *Driver) intake(ctx context.Context, r *Run, a *projector.Approval) (boo
 		return refuse("", err)
 	}
 	dec.Received, dec.Intake = d.cfg.Now().UTC(), m.Sequence
-	if err := approvals.Check(d.cfg.Operators, r.ID(), a, dec, d.cfg.ClockSkew); err != nil {
+	if err := approvals.Admit(d.cfg.Operators, r.ID(), a, dec, d.cfg.ClockSkew); err != nil {
 		return refuse(dec.Operator, err)
 	}
 	return true, d.append(ctx, r, r.ID(), dec.Kind(), dec)

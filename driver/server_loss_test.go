@@ -45,7 +45,7 @@ func TestDriver_ServerGoneMidRunLosesNothing(t *testing.T) {
 		srv.Stop() // the server dies while the call is in flight
 		return "sent", nil
 	}
-	allow := policy.WithID(policy.SideEffectPolicy{events.RemoteMutation: policy.Allow}, "allow remote")
+	allow := policy.WithID(policy.SideEffectPolicy{events.RemoteMutation: events.Allow}, "allow remote")
 	d, err := driver.New(driver.Config{Log: log, Policy: allow, Tools: []driver.Tool{send}})
 	if err != nil {
 		t.Fatal(err)
@@ -103,7 +103,7 @@ func TestDriver_ServerGoneBeforeTheDecisionIsStoredAsksTheAgentOnce(t *testing.T
 	dir := t.TempDir()
 	srv, log := openOn(t, dir, -1)
 	send := testkit.NewLedger("send", events.RemoteMutation, testkit.AnyObject)
-	allow := policy.WithID(policy.SideEffectPolicy{events.RemoteMutation: policy.Allow, events.ReadOnly: policy.Allow}, "allow")
+	allow := policy.WithID(policy.SideEffectPolicy{events.RemoteMutation: events.Allow, events.ReadOnly: events.Allow}, "allow")
 	d, err := driver.New(driver.Config{Log: log, Policy: allow, Tools: []driver.Tool{send, done()}})
 	if err != nil {
 		t.Fatal(err)
@@ -115,7 +115,7 @@ func TestDriver_ServerGoneBeforeTheDecisionIsStoredAsksTheAgentOnce(t *testing.T
 		t.Fatal(err)
 	}
 	asked := 0
-	agent := driver.AgentFunc(func(_ context.Context, in driver.StepInput) (driver.Decision, error) {
+	agent := driver.AgentFunc(func(_ context.Context, in driver.StepInput) (driver.Action, error) {
 		asked++
 		if asked == 1 {
 			srv.Stop() // the server dies while the model thinks

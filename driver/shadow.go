@@ -14,7 +14,7 @@ func (d *Driver) shadow(ctx context.Context, req policy.Request, v *projector.Vi
 	// Asked as the enforcing policy is (policy.Ask): a shadow that fails or
 	// panics is recorded as an error, and changes nothing else.
 	vd := policy.Ask(ctx, d.cfg.Shadow, req, v.Clone())
-	sb := &events.ShadowBody{PolicyID: policy.ID(d.cfg.Shadow), Outcome: string(vd.Outcome), Reason: vd.Reason, Parts: vd.Parts}
+	sb := &events.ShadowBody{PolicyID: policy.ID(d.cfg.Shadow), Outcome: vd.Outcome, Reason: vd.Reason, Parts: vd.Parts}
 	switch {
 	case vd.Err != nil:
 		sb.Outcome, sb.Reason, sb.Parts = events.OutcomeError, vd.Err.Error(), nil

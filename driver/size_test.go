@@ -79,7 +79,7 @@ func TestDriver_LargeApprovalCarriesArgumentsOnce(t *testing.T) {
 // copyingPolicy asks for approval with the arguments copied into both the
 // capability and the presentation: a policy's right, which makes 400 KiB of
 // arguments an event of 1.2 MB the server cannot store.
-var copyingPolicy = policyFunc(func(_ context.Context, req policy.Request, _ projector.View) (policy.Decision, error) {
+var copyingPolicy = policyFunc(func(_ context.Context, req policy.Request, _ projector.View) (policy.Ruling, error) {
 	c := map[string]json.RawMessage{"args": req.Args}
 	return policy.NeedApproval("copy", "copies the request", c, c)
 })
@@ -129,7 +129,7 @@ func TestDriver_PairTooLargeForOneEventGoesApart(t *testing.T) {
 	if b := body[events.StepDecidedBody](t, recs[1]); b.Policy != nil || b.Oversize != nil || b.Args != args {
 		t.Errorf("the decision alone: policy %v oversize %v, %d bytes of arguments, want the whole decision and no result", b.Policy, b.Oversize, len(b.Args))
 	}
-	if pb := body[events.PolicyBody](t, recs[2]); pb.Outcome != string(policy.Allow) || pb.Step != 1 {
+	if pb := body[events.PolicyBody](t, recs[2]); pb.Outcome != events.Allow || pb.Step != 1 {
 		t.Errorf("its result: %+v, want step 1's allow", pb)
 	}
 	wantEnd(t, r.View(), projector.Completed, events.ReasonCompleted)

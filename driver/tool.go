@@ -23,10 +23,9 @@ type Spec struct {
 	Description string
 	// Schema is the JSON Schema the arguments must satisfy. Required.
 	Schema json.RawMessage
-	// SideEffect is one of read_only, local_mutation, remote_mutation,
-	// destructive (the events package's constants). The policy switches on
+	// SideEffect is one of [events.SideEffects]. The policy switches on
 	// it; nothing verifies the claim.
-	SideEffect string
+	SideEffect events.SideEffect
 	// Timeout bounds one execution. Required.
 	Timeout time.Duration
 	// Terminal: a successful call completes the run with its result.
@@ -124,8 +123,6 @@ type CompiledTool struct {
 	schema *jsonschema.Schema
 }
 
-var classes = map[string]bool{events.ReadOnly: true, events.LocalMutation: true, events.RemoteMutation: true, events.Destructive: true}
-
 // Compile checks t's spec and compiles its schema. Errors wrap [ErrBadTool]
 // and name the tool and what is wrong.
 func Compile(t Tool) (*CompiledTool, error) {
@@ -138,7 +135,7 @@ func Compile(t Tool) (*CompiledTool, error) {
 		return nil, fmt.Errorf("%w: a tool has no name", ErrBadTool)
 	case !utf8.ValidString(s.Name) || !utf8.ValidString(s.Description):
 		return nil, bad("name or description is not valid UTF-8")
-	case !classes[s.SideEffect]:
+	case !s.SideEffect.Valid():
 		return nil, bad("unknown side-effect class %q (want one of read_only, local_mutation, remote_mutation, destructive)", s.SideEffect)
 	case s.Timeout <= 0:
 		return nil, bad("no timeout")
@@ -194,10 +191,10 @@ func SpecHash(s events.ToolSpec) string {
 
 var printer = message.NewPrinter(language.English)
 
-// Check applies the driver's acceptance to raw arguments: the JSON boundary,
+// CheckArgs applies the driver's acceptance to raw arguments: the JSON boundary,
 // then the schema. It returns the arguments in PolicyJSON form, or an
 // *[ArgsError].
-func (t *CompiledTool) Check(raw []byte) (json.RawMessage, error) {
+func (t *CompiledTool) CheckArgs(raw []byte) (json.RawMessage, error) {
 	canon, err := jsonform.PolicyJSON(raw)
 	if err != nil {
 		return nil, &ArgsError{Tool: t.Spec.Name, Reason: err.Error(), Err: err}
@@ -231,5 +228,5 @@ func CheckArgs(t Tool, raw []byte) (json.RawMessage, error) {
 	if err != nil {
 		return nil, err
 	}
-	return ct.Check(raw)
+	return ct.CheckArgs(raw)
 }

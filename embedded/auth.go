@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/arbiter-run/arbiter/internal/layout"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 )
@@ -38,20 +39,20 @@ func (s Subjects) withDefaults() Subjects {
 			*v = d
 		}
 	}
-	def(&s.RunPrefix, "arb.run")
-	def(&s.RunStream, "ARB_RUNS")
-	def(&s.DecisionPrefix, "arb.decide")
-	def(&s.DecisionStream, "ARB_DECISIONS")
-	def(&s.WorkPrefix, "arb.work")
-	def(&s.WorkStream, "ARB_WORK")
-	def(&s.Consumer, "arb-workers")
-	def(&s.KVBucket, "ARB_VIEWS")
-	def(&s.AgentsBucket, "ARB_AGENTS")
+	def(&s.RunPrefix, layout.RunPrefix)
+	def(&s.RunStream, layout.RunStream)
+	def(&s.DecisionPrefix, layout.DecisionPrefix)
+	def(&s.DecisionStream, layout.DecisionStream)
+	def(&s.WorkPrefix, layout.WorkPrefix)
+	def(&s.WorkStream, layout.WorkStream)
+	def(&s.Consumer, layout.WorkConsumer)
+	def(&s.KVBucket, layout.ViewsBucket)
+	def(&s.AgentsBucket, layout.AgentsBucket)
 	if s.Shards == 0 {
 		s.Shards = 1
 	}
-	def(&s.RateBucket, "ARB_RATES")
-	def(&s.NotifyConsumer, "arbiter_notify")
+	def(&s.RateBucket, layout.RatesBucket)
+	def(&s.NotifyConsumer, layout.NotifyConsumer)
 	return s
 }
 
@@ -59,7 +60,7 @@ func (s Subjects) withDefaults() Subjects {
 func (s Subjects) runStreams() []string {
 	out := make([]string, s.Shards)
 	for k := range out {
-		out[k] = s.RunStream + "_" + strconv.Itoa(k)
+		out[k] = layout.ShardStream(s.RunStream, k)
 	}
 	return out
 }

@@ -59,7 +59,7 @@ func TestDecisions_WhatTheOperatorUserPublishesIsJudgedOnce(t *testing.T) {
 	// A signed grant, published twice under its message id: stored once.
 	v := r.View()
 	first := *v.PendingApproval()
-	grant, err := approvals.Sign(e.opKey, run, first.ID, first.Hash, events.Grant, "ok", time.Now())
+	grant, err := approvals.Sign(e.opKey, run, first.ID, first.Hash, events.DecisionGrant, "ok", time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}

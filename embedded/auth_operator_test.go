@@ -12,7 +12,6 @@ import (
 	"github.com/arbiter-run/arbiter/embedded"
 	"github.com/arbiter-run/arbiter/events"
 	"github.com/arbiter-run/arbiter/fleet"
-	"github.com/arbiter-run/arbiter/projector"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -46,9 +45,9 @@ func TestPermissions_OperatorCannotPublishRunSubjects(t *testing.T) {
 			before := e.state(t)
 			for _, run := range []string{e.run, "run-by-operator"} {
 				for _, k := range events.Kinds {
-					var body any = events.PolicyBody{Step: 1, Outcome: projector.Allow, Reason: "operator says so", Args: []byte(`{"to":"all"}`)}
+					var body any = events.PolicyBody{Step: 1, Outcome: events.Allow, Reason: "operator says so", Args: []byte(`{"to":"all"}`)}
 					if k == events.ApprovalGranted {
-						d, err := approvals.Sign(e.opKey, e.run, a.ID, a.Hash, events.Grant, "", time.Now())
+						d, err := approvals.Sign(e.opKey, e.run, a.ID, a.Hash, events.DecisionGrant, "", time.Now())
 						if err != nil {
 							t.Fatal(err)
 						}
@@ -299,7 +298,7 @@ func TestPermissions_OperatorCanDecideNudgeAndRead(t *testing.T) {
 			}
 
 			a, _ := e.pendingApproval(t)
-			d, err := approvals.Sign(e.opKey, e.run, a.ID, a.Hash, events.Grant, "ok", time.Now())
+			d, err := approvals.Sign(e.opKey, e.run, a.ID, a.Hash, events.DecisionGrant, "ok", time.Now())
 			if err != nil {
 				t.Fatal(err)
 			}

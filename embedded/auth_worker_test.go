@@ -72,7 +72,7 @@ func TestPermissions_WorkerCannotPublishDecision(t *testing.T) {
 			e := newAuthEnv(t, events.Config{Shards: shards})
 			a, _ := e.pendingApproval(t)
 			before := e.state(t)
-			for _, decision := range []string{events.Grant, events.Deny} {
+			for _, decision := range []string{events.DecisionGrant, events.DecisionDeny} {
 				d, err := approvals.Sign(e.opKey, e.run, a.ID, a.Hash, decision, "", time.Now())
 				if err != nil {
 					t.Fatal(err)
@@ -171,7 +171,7 @@ func TestPermissions_WorkerRunsTheFleet(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			sd, err := approvals.Sign(e.opKey, run, a.ID, a.Hash, events.Grant, "ok", time.Now())
+			sd, err := approvals.Sign(e.opKey, run, a.ID, a.Hash, events.DecisionGrant, "ok", time.Now())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -231,7 +231,7 @@ func waitView(t *testing.T, d *driver.Driver, run string, ok func(projector.View
 func TestPermissions_WorkerCannotSmuggleGrantOnRunSubject(t *testing.T) {
 	e := newAuthEnv(t, events.Config{})
 	a, tail := e.pendingApproval(t)
-	d, err := approvals.Sign(e.opKey, e.run, a.ID, a.Hash, events.Grant, "", time.Now())
+	d, err := approvals.Sign(e.opKey, e.run, a.ID, a.Hash, events.DecisionGrant, "", time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}

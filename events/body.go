@@ -10,13 +10,32 @@ import (
 	"github.com/arbiter-run/arbiter/jsonform"
 )
 
+// SideEffect is the class of effect a tool declares when it is registered
+// (what the built-in policy maps to an outcome), or [SideEffectNone] for a
+// model attempt.
+type SideEffect string
+
 // Side-effect classes a tool declares when it is registered.
 const (
-	ReadOnly       = "read_only"
-	LocalMutation  = "local_mutation"
-	RemoteMutation = "remote_mutation"
-	Destructive    = "destructive"
+	ReadOnly       SideEffect = "read_only"
+	LocalMutation  SideEffect = "local_mutation"
+	RemoteMutation SideEffect = "remote_mutation"
+	Destructive    SideEffect = "destructive"
 )
+
+// SideEffects lists the classes a tool may declare, from the mildest.
+var SideEffects = []SideEffect{ReadOnly, LocalMutation, RemoteMutation, Destructive}
+
+// Valid reports whether s is one of [SideEffects] ([SideEffectNone] is not:
+// no tool may declare it).
+func (s SideEffect) Valid() bool {
+	for _, c := range SideEffects {
+		if s == c {
+			return true
+		}
+	}
+	return false
+}
 
 // ToolSpec is a tool as recorded in a run: what the policy saw of it. Hash is
 // the SHA-256 (hex) of the spec's other fields in PolicyJSON form (see
@@ -26,7 +45,7 @@ type ToolSpec struct {
 	Name        string          `json:"name"`
 	Description string          `json:"description,omitempty"`
 	Schema      json.RawMessage `json:"schema"`
-	SideEffect  string          `json:"side_effect"`
+	SideEffect  SideEffect      `json:"side_effect"`
 	TimeoutMS   int64           `json:"timeout_ms"`
 	Terminal    bool            `json:"terminal,omitempty"`
 	// Pin is what the tool was reviewed as, when its definition comes from
@@ -183,10 +202,10 @@ const (
 
 // PolicyBody is the body of [StepPolicy] and [ApprovalRequested].
 type PolicyBody struct {
-	Step     int    `json:"step"`
-	Outcome  string `json:"outcome"`
-	Reason   string `json:"reason,omitempty"`
-	PolicyID string `json:"policy_id,omitempty"`
+	Step     int     `json:"step"`
+	Outcome  Outcome `json:"outcome"`
+	Reason   string  `json:"reason,omitempty"`
+	PolicyID string  `json:"policy_id,omitempty"`
 	// Args is the request's arguments in PolicyJSON form, as the policy was
 	// handed them.
 	Args json.RawMessage `json:"args,omitempty"`
@@ -212,7 +231,7 @@ type ShadowBody struct {
 	PolicyID string `json:"policy_id"`
 	// Outcome is one of the four, or [OutcomeError] when the candidate
 	// failed (its error in Reason).
-	Outcome      string       `json:"outcome"`
+	Outcome      Outcome      `json:"outcome"`
 	Reason       string       `json:"reason,omitempty"`
 	ApprovalKind string       `json:"approval_kind,omitempty"`
 	Parts        []PolicyPart `json:"parts,omitempty"`
@@ -220,9 +239,9 @@ type ShadowBody struct {
 
 // PolicyPart is one member's or rule's share of a recorded policy result.
 type PolicyPart struct {
-	ID      string `json:"id"`
-	Outcome string `json:"outcome"`
-	Reason  string `json:"reason,omitempty"`
+	ID      string  `json:"id"`
+	Outcome Outcome `json:"outcome"`
+	Reason  string  `json:"reason,omitempty"`
 	// Code is a machine-readable reason ("REFUND_TOO_LARGE").
 	Code string `json:"code,omitempty"`
 	// Mode is how a rule was enforced (block, confirm, warn, audit); a warn
@@ -234,23 +253,26 @@ type PolicyPart struct {
 	Count  int64  `json:"count,omitempty"`
 }
 
+// ObservationKind says what came of a step, as [ObservedBody] records it.
+type ObservationKind string
+
 // Observation kinds.
 const (
-	ObsResult           = "result"
-	ObsToolError        = "tool_error"
-	ObsTimeout          = "timeout"
-	ObsInvalidDecision  = "invalid_decision"
-	ObsInvalidArguments = "invalid_arguments"
-	ObsUnknownTool      = "unknown_tool"
-	ObsPolicyDenied     = "policy_denied"
+	ObsResult           ObservationKind = "result"
+	ObsToolError        ObservationKind = "tool_error"
+	ObsTimeout          ObservationKind = "timeout"
+	ObsInvalidDecision  ObservationKind = "invalid_decision"
+	ObsInvalidArguments ObservationKind = "invalid_arguments"
+	ObsUnknownTool      ObservationKind = "unknown_tool"
+	ObsPolicyDenied     ObservationKind = "policy_denied"
 )
 
 // ObservedBody is the body of [StepObserved].
 type ObservedBody struct {
-	Step      int    `json:"step"`
-	Kind      string `json:"kind"`
-	Content   string `json:"content"`
-	Truncated bool   `json:"truncated,omitempty"`
+	Step      int             `json:"step"`
+	Kind      ObservationKind `json:"kind"`
+	Content   string          `json:"content"`
+	Truncated bool            `json:"truncated,omitempty"`
 }
 
 // Resolutions of an interrupted call.
@@ -269,8 +291,8 @@ type InterruptedBody struct {
 
 // Decisions an operator can make.
 const (
-	Grant = "grant"
-	Deny  = "deny"
+	DecisionGrant = "grant"
+	DecisionDeny  = "deny"
 )
 
 // DecisionBody is an operator's decision, signed over the run, the
@@ -300,9 +322,9 @@ type DecisionBody struct {
 // [ApprovalDenied] for a denial, "" for anything else.
 func (d DecisionBody) Kind() Kind {
 	switch d.Decision {
-	case Grant:
+	case DecisionGrant:
 		return ApprovalGranted
-	case Deny:
+	case DecisionDeny:
 		return ApprovalDenied
 	}
 	return ""
@@ -326,36 +348,36 @@ type RefusedBody struct {
 	Reason   string `json:"reason"`
 }
 
+// EndReason says why a run ended, as [EndBody] records it.
+type EndReason string
+
 // End reasons.
 const (
-	ReasonCompleted     = "completed"
-	ReasonPolicyAbort   = "policy_abort"
-	ReasonInternalError = "internal_error"
+	ReasonCompleted     EndReason = "completed"
+	ReasonPolicyAbort   EndReason = "policy_abort"
+	ReasonInternalError EndReason = "internal_error"
 	// ReasonTooLarge ends a run one of whose events the server cannot
 	// store (a policy's approval JSON too large, say): it fails closed,
 	// with the size recorded, instead of waiting on an append that can
 	// never be made.
-	ReasonTooLarge         = "event_too_large"
-	ReasonRepeatedFailures = "repeated_tool_failures"
-	ReasonStepLimit        = "step_limit"
-	ReasonLoopDetected     = "loop_detected"
-	ReasonTimeLimit        = "time_limit"
-	ReasonApprovalDenied   = "approval_denied"
-	ReasonApprovalExpired  = "approval_expired"
-	ReasonCancelled        = "cancelled"
-	ReasonAgentError       = "agent_error"
-	ReasonBudgetExceeded   = "budget_exceeded"
+	ReasonTooLarge         EndReason = "event_too_large"
+	ReasonRepeatedFailures EndReason = "repeated_tool_failures"
+	ReasonStepLimit        EndReason = "step_limit"
+	ReasonLoopDetected     EndReason = "loop_detected"
+	ReasonTimeLimit        EndReason = "time_limit"
+	ReasonApprovalDenied   EndReason = "approval_denied"
+	ReasonApprovalExpired  EndReason = "approval_expired"
+	ReasonCancelled        EndReason = "cancelled"
+	ReasonAgentError       EndReason = "agent_error"
+	ReasonBudgetExceeded   EndReason = "budget_exceeded"
+	// ReasonNoAgent ends a run whose agent no worker of the fleet offers.
+	ReasonNoAgent EndReason = "no_agent"
 )
-
-// OutcomeError is the outcome recorded for a policy evaluation the runtime
-// could not use: the policy returned an error, an outcome outside the four,
-// or approval JSON that fails the boundary.
-const OutcomeError = "error"
 
 // EndBody is the body of [RunFinished], [RunFailed] and [RunCancelled].
 type EndBody struct {
-	Reason string `json:"reason"`
-	Detail string `json:"detail,omitempty"`
+	Reason EndReason `json:"reason"`
+	Detail string    `json:"detail,omitempty"`
 	// Result is the terminal tool's result, or the agent's final answer,
 	// for a finished run.
 	Result string `json:"result,omitempty"`
@@ -402,7 +424,7 @@ func (u ModelUsage) Add(o ModelUsage) ModelUsage {
 // model again has no effect outside the run, so an attempt whose outcome
 // is unknown (its worker died) is charged and asked again, never
 // reconciled.
-const SideEffectNone = "none"
+const SideEffectNone SideEffect = "none"
 
 // ModelAttemptBody is the body of [ModelAttempted]. Call numbers a run's
 // model calls from 1 (a call is answered by one reply); Attempt numbers
@@ -413,7 +435,7 @@ type ModelAttemptBody struct {
 	Provider   string     `json:"provider"`
 	Model      string     `json:"model"`
 	Reserve    ModelUsage `json:"reserve"`
-	SideEffect string     `json:"side_effect"`
+	SideEffect SideEffect `json:"side_effect"`
 	// Limit is the budget the attempt was checked against (the agent's
 	// configured budget plus the raises granted so far, this attempt's
 	// included); zero: no budget.

@@ -41,7 +41,7 @@ func appendBody(dst []byte, body any) ([]byte, bool) {
 		dst = append(dst, `{"step":`...)
 		dst = strconv.AppendInt(dst, int64(b.Step), 10)
 		dst = append(dst, `,"outcome":`...)
-		dst = appendString(dst, b.Outcome)
+		dst = appendString(dst, string(b.Outcome))
 		dst = appendOmit(dst, `,"reason":`, b.Reason)
 		dst = appendOmit(dst, `,"policy_id":`, b.PolicyID)
 		if len(b.Args) > 0 {
@@ -67,7 +67,7 @@ func appendBody(dst []byte, body any) ([]byte, bool) {
 		dst = append(dst, `{"step":`...)
 		dst = strconv.AppendInt(dst, int64(b.Step), 10)
 		dst = append(dst, `,"kind":`...)
-		dst = appendString(dst, b.Kind)
+		dst = appendString(dst, string(b.Kind))
 		dst = append(dst, `,"content":`...)
 		dst = appendString(dst, b.Content)
 		if b.Truncated {
@@ -88,7 +88,7 @@ func appendParts(dst []byte, parts []PolicyPart) []byte {
 		dst = append(dst, `{"id":`...)
 		dst = appendString(dst, p.ID)
 		dst = append(dst, `,"outcome":`...)
-		dst = appendString(dst, p.Outcome)
+		dst = appendString(dst, string(p.Outcome))
 		dst = appendOmit(dst, `,"reason":`, p.Reason)
 		dst = appendOmit(dst, `,"code":`, p.Code)
 		dst = appendOmit(dst, `,"mode":`, p.Mode)

@@ -30,8 +30,8 @@ var drawBodies = map[Kind]func(t *rapid.T) any{
 		p.Approval = &ApprovalRequest{ID: drawText(t, "id"), Kind: drawText(t, "approval_kind"), Hash: "h", Capability: []byte(`{}`), Presentation: []byte(`{}`)}
 		return p
 	},
-	ApprovalGranted: func(t *rapid.T) any { return drawDecision(t, Grant) },
-	ApprovalDenied:  func(t *rapid.T) any { return drawDecision(t, Deny) },
+	ApprovalGranted: func(t *rapid.T) any { return drawDecision(t, DecisionGrant) },
+	ApprovalDenied:  func(t *rapid.T) any { return drawDecision(t, DecisionDeny) },
 	ApprovalExpired: func(t *rapid.T) any { return ExpiredBody{Approval: drawText(t, "approval")} },
 	ApprovalRefused: func(t *rapid.T) any {
 		return RefusedBody{Approval: drawText(t, "approval"), Event: drawText(t, "event"), Intake: 3, Reason: drawText(t, "reason")}
@@ -65,7 +65,7 @@ func drawDecided(t *rapid.T) StepDecidedBody {
 }
 
 func drawObserved(t *rapid.T) ObservedBody {
-	return ObservedBody{Step: 1, Kind: drawText(t, "kind"), Content: drawText(t, "content"), Truncated: rapid.Bool().Draw(t, "truncated")}
+	return ObservedBody{Step: 1, Kind: ObservationKind(drawText(t, "kind")), Content: drawText(t, "content"), Truncated: rapid.Bool().Draw(t, "truncated")}
 }
 
 func drawDecision(t *rapid.T, d string) DecisionBody {
@@ -73,7 +73,7 @@ func drawDecision(t *rapid.T, d string) DecisionBody {
 }
 
 func drawEnd(t *rapid.T) EndBody {
-	b := EndBody{Reason: drawText(t, "reason"), Detail: drawText(t, "detail")}
+	b := EndBody{Reason: EndReason(drawText(t, "reason")), Detail: drawText(t, "detail")}
 	if rapid.Bool().Draw(t, "policy") {
 		p := drawPolicy(t)
 		b.Policy = &p

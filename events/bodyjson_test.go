@@ -31,7 +31,7 @@ func drawArgs(t *rapid.T) json.RawMessage {
 // encoder leaves to encoding/json.
 func drawPolicy(t *rapid.T) PolicyBody {
 	b := PolicyBody{
-		Step: rapid.IntRange(0, 1<<20).Draw(t, "step"), Outcome: drawText(t, "outcome"), Reason: drawText(t, "reason"),
+		Step: rapid.IntRange(0, 1<<20).Draw(t, "step"), Outcome: Outcome(drawText(t, "outcome")), Reason: drawText(t, "reason"),
 		PolicyID: drawText(t, "policy_id"), Args: drawArgs(t), ToolHash: drawText(t, "tool_hash"),
 		Consumes: drawText(t, "consumes"), Origin: drawText(t, "origin"), Resume: rapid.Bool().Draw(t, "resume"),
 	}
@@ -44,7 +44,7 @@ func drawPolicy(t *rapid.T) PolicyBody {
 	case 2:
 		for i := range rapid.IntRange(1, 3).Draw(t, "nparts") {
 			b.Parts = append(b.Parts, PolicyPart{
-				ID: drawText(t, "part_id"), Outcome: drawText(t, "part_outcome"), Reason: drawText(t, "part_reason"),
+				ID: drawText(t, "part_id"), Outcome: Outcome(drawText(t, "part_outcome")), Reason: drawText(t, "part_reason"),
 				Code: drawText(t, "part_code"), Mode: drawText(t, "part_mode"), Window: drawText(t, "part_window"),
 				Count: rapid.Int64Range(-1, 1<<40).Draw(t, "part_count") * int64(i%2),
 			})
@@ -80,7 +80,7 @@ func TestBodyJSON_SameAsEncodingJSON(t *testing.T) {
 			body = drawPolicy(t)
 		default:
 			body = ObservedBody{
-				Step: rapid.IntRange(0, 1<<20).Draw(t, "step"), Kind: drawText(t, "kind"),
+				Step: rapid.IntRange(0, 1<<20).Draw(t, "step"), Kind: ObservationKind(drawText(t, "kind")),
 				Content: drawText(t, "content"), Truncated: rapid.Bool().Draw(t, "truncated"),
 			}
 		}

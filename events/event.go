@@ -175,11 +175,11 @@ func appendString(b []byte, s string) []byte {
 }
 
 // Decode parses stored bytes into an event. It refuses anything that is not
-// one boundary-clean JSON value (see [jsonform.Check]), an unknown version or
+// one boundary-clean JSON value (see [jsonform.Validate]), an unknown version or
 // kind, or an envelope missing its id, run or position. Errors wrap
 // [ErrMalformed].
 func Decode(b []byte) (Event, error) {
-	if err := jsonform.Check(b); err != nil {
+	if err := jsonform.Validate(b); err != nil {
 		return Event{}, fmt.Errorf("%w: %w", ErrMalformed, err)
 	}
 	var e Event

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/arbiter-run/arbiter/internal/layout"
 	"github.com/cespare/xxhash/v2"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -44,10 +45,10 @@ type Config struct {
 
 func (c Config) withDefaults() Config {
 	if c.Stream == "" {
-		c.Stream = "ARB_RUNS"
+		c.Stream = layout.RunStream
 	}
 	if c.Prefix == "" {
-		c.Prefix = "arb.run"
+		c.Prefix = layout.RunPrefix
 	}
 	if c.Shards == 0 {
 		c.Shards = 1
@@ -59,10 +60,10 @@ func (c Config) withDefaults() Config {
 		c.Duplicates = 2 * time.Minute
 	}
 	if c.DecisionStream == "" {
-		c.DecisionStream = "ARB_DECISIONS"
+		c.DecisionStream = layout.DecisionStream
 	}
 	if c.DecisionPrefix == "" {
-		c.DecisionPrefix = "arb.decide"
+		c.DecisionPrefix = layout.DecisionPrefix
 	}
 	return c
 }
@@ -158,14 +159,9 @@ func (l *Log) Shard(run string) int {
 }
 
 // StreamName returns the name of shard k's stream.
-func (l *Log) StreamName(k int) string { return l.cfg.Stream + "_" + strconv.Itoa(k) }
+func (l *Log) StreamName(k int) string { return layout.ShardStream(l.cfg.Stream, k) }
 
-func (l *Log) shardPrefix(k int) string {
-	if l.cfg.Shards == 1 {
-		return l.cfg.Prefix
-	}
-	return l.cfg.Prefix + "." + strconv.Itoa(k)
-}
+func (l *Log) shardPrefix(k int) string { return layout.ShardPrefix(l.cfg.Prefix, l.cfg.Shards, k) }
 
 // Subject returns the subject an event of kind k of run is stored on:
 // "<prefix>.<run>.<kind>" (with the shard as a token after the prefix when

@@ -43,8 +43,9 @@ func (a audit) String() string {
 
 // stepFacts is what a run's events say about one step.
 type stepFacts struct {
-	tool, class string
-	args        string // as the policy was handed them (PolicyJSON)
+	tool  string
+	class events.SideEffect
+	args  string // as the policy was handed them (PolicyJSON)
 	// allows counts write-ahead results: step.policy allow, or one that
 	// consumes a grant.
 	allows int
@@ -179,7 +180,7 @@ func fold(recs []events.Record) (projector.View, error) {
 
 // runFacts reads, from a run's events, what happened to each of its steps.
 func runFacts(run string, v projector.View, recs []events.Record) (map[callKey]*stepFacts, error) {
-	classes := map[string]string{}
+	classes := map[string]events.SideEffect{}
 	for _, t := range v.Run.Tools {
 		classes[t.Name] = t.SideEffect
 	}
@@ -198,7 +199,7 @@ func runFacts(run string, v projector.View, recs []events.Record) (map[callKey]*
 			if f == nil {
 				return nil, fmt.Errorf("run %s: policy result for step %d, which has no decision", run, b.Step)
 			}
-			if b.Outcome == projector.Allow || b.Consumes != "" {
+			if b.Outcome == events.Allow || b.Consumes != "" {
 				f.allows++
 				f.args = string(b.Args)
 			}

@@ -67,14 +67,14 @@ func TestCluster_StreamLeaderLossLosesNothing(t *testing.T) {
 	work := newOnceTool("work", false)
 	done := newOnceTool("done", true)
 	tools := []driver.Tool{work, done}
-	pol := policy.WithID(policy.SideEffectPolicy{events.LocalMutation: policy.Allow}, "cluster-allow")
-	agent := driver.AgentFunc(func(_ context.Context, in driver.StepInput) (driver.Decision, error) {
+	pol := policy.WithID(policy.SideEffectPolicy{events.LocalMutation: events.Allow}, "cluster-allow")
+	agent := driver.AgentFunc(func(_ context.Context, in driver.StepInput) (driver.Action, error) {
 		n := in.Steps.Len() + 1
 		args := fmt.Sprintf(`{"run":%q,"step":%d}`, in.Run.ID, n)
 		if n > workSteps {
-			return driver.Decision{Tool: "done", Args: json.RawMessage(args)}, nil
+			return driver.Action{Tool: "done", Args: json.RawMessage(args)}, nil
 		}
-		return driver.Decision{Tool: "work", Args: json.RawMessage(args)}, nil
+		return driver.Action{Tool: "work", Args: json.RawMessage(args)}, nil
 	})
 	creator, err := driver.New(driver.Config{Log: log, Policy: pol, Tools: tools, OnAppend: onAppend})
 	if err != nil {

@@ -104,7 +104,7 @@ func rounds() int {
 // The tools every worker of a process test is configured with, in this
 // order (the order is part of the recorded tool set). send_email keeps its
 // remote_mutation class explicitly; the sleep tool's class is the test's.
-func toolsYAML(sleepClass string) string {
+func toolsYAML(sleepClass events.SideEffect) string {
 	return fmt.Sprintf(`tools:
   - name: write_file
   - name: read_file
@@ -116,9 +116,12 @@ func toolsYAML(sleepClass string) string {
 `, sleepClass)
 }
 
-func sandboxTools(sandbox, sleepClass string) ([]driver.Tool, error) {
+func sandboxTools(sandbox string, sleepClass events.SideEffect) ([]driver.Tool, error) {
 	var out []driver.Tool
-	for _, tc := range []struct{ name, class string }{
+	for _, tc := range []struct {
+		name  string
+		class events.SideEffect
+	}{
 		{"write_file", ""}, {"read_file", ""}, {"send_email", events.RemoteMutation}, {"sleep", sleepClass}, {"finish", ""},
 	} {
 		tool, err := toolbox.New(tc.name, sandbox, tc.class, 0)
@@ -136,8 +139,8 @@ const allowAllID = "faulttest-allow-all"
 
 func allowAll() policy.Policy {
 	return policy.WithID(policy.SideEffectPolicy{
-		events.ReadOnly: policy.Allow, events.LocalMutation: policy.Allow,
-		events.RemoteMutation: policy.Allow, events.Destructive: policy.Allow,
+		events.ReadOnly: events.Allow, events.LocalMutation: events.Allow,
+		events.RemoteMutation: events.Allow, events.Destructive: events.Allow,
 	}, allowAllID)
 }
 
@@ -186,13 +189,13 @@ type procEnv struct {
 
 // newProcEnv sets up a server storing in dir and everything the workers
 // share. close stops the server.
-func newProcEnv(ctx context.Context, dir, sleepClass string) (*procEnv, error) {
+func newProcEnv(ctx context.Context, dir string, sleepClass events.SideEffect) (*procEnv, error) {
 	return newProcEnvSync(ctx, dir, sleepClass, false)
 }
 
 // newProcEnvSync is newProcEnv with the server's SyncAlways set: every
 // append fsynced before it is acknowledged.
-func newProcEnvSync(ctx context.Context, dir, sleepClass string, syncAlways bool) (*procEnv, error) {
+func newProcEnvSync(ctx context.Context, dir string, sleepClass events.SideEffect, syncAlways bool) (*procEnv, error) {
 	srv, err := embedded.Start(embedded.Config{Dir: filepath.Join(dir, "jetstream"), Port: -1, SyncAlways: syncAlways})
 	if err != nil {
 		return nil, err
@@ -205,7 +208,7 @@ func newProcEnvSync(ctx context.Context, dir, sleepClass string, syncAlways bool
 	return e, nil
 }
 
-func (e *procEnv) setup(ctx context.Context, sleepClass string) error {
+func (e *procEnv) setup(ctx context.Context, sleepClass events.SideEffect) error {
 	var err error
 	if e.nc, err = e.srv.Connect(); err != nil {
 		return err

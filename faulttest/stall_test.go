@@ -31,7 +31,7 @@ func TestWorker_StalledWorkerIsFencedOut(t *testing.T) {
 	bin := workerBinary(t)
 	for _, tc := range []struct {
 		name       string
-		sleepClass string
+		sleepClass events.SideEffect
 		want       projector.Status
 		wantLedger map[string]int // "<step> <tool>" → executions
 	}{

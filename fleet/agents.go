@@ -145,6 +145,3 @@ func (w *Worker) advertise(ctx context.Context) {
 		}
 	}
 }
-
-// ReasonNoAgent ends a run whose agent no worker of the fleet offers.
-const ReasonNoAgent = "no_agent"

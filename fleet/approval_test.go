@@ -51,7 +51,7 @@ func newApprovalFleet(t *testing.T, ttl time.Duration) *approvalFleet {
 		Policy: policy.WithID(policy.DefaultSideEffects(), "side-effects v1"),
 		Tools:  []driver.Tool{f.send, f.done}, Operators: approvals.Operators{pub: "alice"}, ApprovalTTL: ttl,
 	}
-	f.agent = scripted.Agent{Decisions: []driver.Decision{scripted.Call("send", `{"to":"ops"}`), scripted.Call("done", `{}`)}}
+	f.agent = scripted.Agent{Decisions: []driver.Action{scripted.Call("send", `{"to":"ops"}`), scripted.Call("done", `{}`)}}
 	return f
 }
 
@@ -126,7 +126,7 @@ func waiting(v projector.View) bool {
 // grant signs and records a grant of the approval run waits on.
 func (f *approvalFleet) grant(t *testing.T, log *events.Log, run string, a projector.Approval) {
 	t.Helper()
-	if _, err := client.New(log, nil).Decide(t.Context(), f.kp, run, a.ID, client.Decision{Decision: events.Grant, Reason: "checked", Hash: a.Hash}); err != nil {
+	if _, err := client.New(log, nil).Decide(t.Context(), f.kp, run, a.ID, client.Decision{Decision: events.DecisionGrant, Reason: "checked", Hash: a.Hash}); err != nil {
 		t.Fatalf("grant: %v", err)
 	}
 }
@@ -331,7 +331,7 @@ func TestFleet_ApprovalExpiresWithNobodyLooking(t *testing.T) {
 		t.Fatalf("run %s %s: want a pending approval with an expiry", v.Run.Status, v.Run.Reason)
 	}
 	v = waitFor(t, d, run, 5*time.Second, "cancelled", func(v projector.View) bool { return v.Run.Status.Ended() })
-	if v.Run.Status != projector.Cancelled || v.Run.Reason != events.ReasonApprovalExpired {
+	if v.Run.Status != projector.Cancelled || v.Run.Reason != string(events.ReasonApprovalExpired) {
 		t.Fatalf("run ended %s %s, want %s %s", v.Run.Status, v.Run.Reason, projector.Cancelled, events.ReasonApprovalExpired)
 	}
 	if got := v.Approval(a.ID).State; got != projector.Expired {

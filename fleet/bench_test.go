@@ -140,7 +140,7 @@ func newBareRun(b *testing.B, ctx context.Context, log *events.Log, js jetstream
 // tool runs): a step.policy event, or a decision carrying its allow.
 func allows(e events.Event) bool {
 	pb, ok, _ := events.PolicyResult(e)
-	return ok && e.Kind != events.ApprovalRequested && (pb.Outcome == string(policy.Allow) || pb.Consumes != "")
+	return ok && e.Kind != events.ApprovalRequested && (pb.Outcome == events.Allow || pb.Consumes != "")
 }
 
 // append makes the run's appends; pause, when set, is called after each

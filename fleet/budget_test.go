@@ -61,7 +61,7 @@ func TestFleet_BudgetGrantWaitsForAWorkerWithTheAgent(t *testing.T) {
 		return stopped
 	}
 	withAgent := map[string]driver.Agent{"m": agent}
-	without := map[string]driver.Agent{"demo": scripted.Agent{Decisions: []driver.Decision{scripted.Call("done", `{}`)}}}
+	without := map[string]driver.Agent{"demo": scripted.Agent{Decisions: []driver.Action{scripted.Call("done", `{}`)}}}
 	d, q := f.member(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	stopped := worker(ctx, withAgent)

@@ -34,7 +34,7 @@ func TestWorker_NoticesCancellationAtOnce(t *testing.T) {
 		return "", ctx.Err()
 	}
 	d := e.driver(t, slow)
-	e.startWorkers(t, 1, d, map[string]driver.Agent{"s": scripted.Agent{Decisions: []driver.Decision{scripted.Call("slow", `{}`), scripted.Call("slow", `{"again":1}`)}}})
+	e.startWorkers(t, 1, d, map[string]driver.Agent{"s": scripted.Agent{Decisions: []driver.Action{scripted.Call("slow", `{}`), scripted.Call("slow", `{"again":1}`)}}})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	if err := e.q.Start(ctx, d, "slowrun", "s", nil); err != nil {
@@ -81,7 +81,7 @@ func TestWorker_DefaultConcurrencyIs16(t *testing.T) {
 	}
 	done := testkit.NewLedger("done", events.ReadOnly, testkit.AnyObject).Terminal()
 	d := e.driver(t, hold, done)
-	w, err := fleet.NewWorker(fleet.WorkerConfig{Driver: d, Queue: e.q, Agents: map[string]driver.Agent{"s": scripted.Agent{Decisions: []driver.Decision{scripted.Call("hold", `{}`), scripted.Call("done", `{}`)}}}})
+	w, err := fleet.NewWorker(fleet.WorkerConfig{Driver: d, Queue: e.q, Agents: map[string]driver.Agent{"s": scripted.Agent{Decisions: []driver.Action{scripted.Call("hold", `{}`), scripted.Call("done", `{}`)}}}})
 	if err != nil {
 		t.Fatal(err)
 	}

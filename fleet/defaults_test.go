@@ -37,7 +37,7 @@ func actorFleet(t *testing.T) *approvalFleet {
 	return f
 }
 
-var ledgerScript = scripted.Agent{Decisions: []driver.Decision{scripted.Call("ledger_read", `{}`), scripted.Call("done", `{}`)}}
+var ledgerScript = scripted.Agent{Decisions: []driver.Action{scripted.Call("ledger_read", `{}`), scripted.Call("done", `{}`)}}
 
 // startWorker runs a worker with agents and their run defaults until the
 // test ends, and waits until the registry shows every agent offered.
@@ -86,10 +86,10 @@ func ledgerStep(t *testing.T, d *driver.Driver, run string) (projector.View, str
 	}
 	for _, p := range s.Policy.Parts {
 		if p.Code != "" {
-			return v, s.Policy.Outcome + " " + p.Code
+			return v, string(s.Policy.Outcome) + " " + p.Code
 		}
 	}
-	return v, s.Policy.Outcome
+	return v, string(s.Policy.Outcome)
 }
 
 // TestFleet_AgentDefaultActorDecidesTheRule: a worker's config gives two

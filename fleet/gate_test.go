@@ -23,7 +23,7 @@ func TestFleet_WorkersLeaveGateRunsAlone(t *testing.T) {
 	before := r.Tail()
 	wd, wq := f.member(t)
 	w, err := fleet.NewWorker(fleet.WorkerConfig{Driver: wd, Queue: wq, Agents: map[string]driver.Agent{
-		"": scripted.Agent{Decisions: []driver.Decision{scripted.Call("done", `{}`)}},
+		"": scripted.Agent{Decisions: []driver.Action{scripted.Call("done", `{}`)}},
 	}})
 	if err != nil {
 		t.Fatal(err)

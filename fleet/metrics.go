@@ -60,11 +60,11 @@ func (m *Metrics) OnAppend(k events.Kind, body any, took time.Duration, err erro
 	case events.StepDecided:
 		m.Steps.Inc()
 		if b, ok := body.(events.StepDecidedBody); ok && b.Policy != nil {
-			m.Outcomes.WithLabelValues(b.Policy.Outcome).Inc()
+			m.Outcomes.WithLabelValues(string(b.Policy.Outcome)).Inc()
 		}
 	case events.StepPolicy, events.ApprovalRequested:
 		if b, ok := body.(events.PolicyBody); ok {
-			m.Outcomes.WithLabelValues(b.Outcome).Inc()
+			m.Outcomes.WithLabelValues(string(b.Outcome)).Inc()
 		}
 	}
 	switch k {

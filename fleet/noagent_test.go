@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/arbiter-run/arbiter/driver"
+	"github.com/arbiter-run/arbiter/events"
 	"github.com/arbiter-run/arbiter/fleet"
 	"github.com/arbiter-run/arbiter/projector"
 	"github.com/arbiter-run/arbiter/scripted"
@@ -22,7 +23,7 @@ func TestFleet_RunWithAnAgentNobodyOffersFailsVisibly(t *testing.T) {
 	d, q := f.member(t)
 	wd, wq := f.member(t)
 	w, err := fleet.NewWorker(fleet.WorkerConfig{Driver: wd, Queue: wq, Agents: map[string]driver.Agent{
-		"demo": scripted.Agent{Decisions: []driver.Decision{scripted.Call("done", `{}`)}},
+		"demo": scripted.Agent{Decisions: []driver.Action{scripted.Call("done", `{}`)}},
 	}})
 	if err != nil {
 		t.Fatal(err)
@@ -35,7 +36,7 @@ func TestFleet_RunWithAnAgentNobodyOffersFailsVisibly(t *testing.T) {
 		t.Fatal(err)
 	}
 	v := waitFor(t, d, "run-nosuch", 30*time.Second, "ended", func(v projector.View) bool { return v.Run.Status.Ended() })
-	if v.Run.Status != projector.Failed || v.Run.Reason != fleet.ReasonNoAgent || !strings.Contains(v.Run.Detail, `no worker offers agent "nosuch" (offered: demo)`) {
+	if v.Run.Status != projector.Failed || v.Run.Reason != string(events.ReasonNoAgent) || !strings.Contains(v.Run.Detail, `no worker offers agent "nosuch" (offered: demo)`) {
 		t.Errorf("run-nosuch ended %s %s %q, want FAILED no_agent naming the offered agents", v.Run.Status, v.Run.Reason, v.Run.Detail)
 	}
 	waitFor(t, d, "run-demo", 30*time.Second, "completed", func(v projector.View) bool { return v.Run.Status == projector.Completed })

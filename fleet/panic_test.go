@@ -21,11 +21,11 @@ import (
 // bomb panics on any request for the tool "boom", and allows the rest.
 type bomb struct{}
 
-func (bomb) Evaluate(_ context.Context, req policy.Request, _ projector.View) (policy.Decision, error) {
+func (bomb) Evaluate(_ context.Context, req policy.Request, _ projector.View) (policy.Ruling, error) {
 	if req.Tool.Name == "boom" {
 		panic("the policy blew up on " + req.Run)
 	}
-	return policy.Decision{Outcome: policy.Allow, Reason: "fine"}, nil
+	return policy.Ruling{Outcome: events.Allow, Reason: "fine"}, nil
 }
 
 func (bomb) PolicyID() string { return "bomb v1" }
@@ -48,7 +48,7 @@ func TestFleet_PanickingPolicyFailsItsRunAndNoWorker(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range drove {
 		wd, wq := f.member(t)
-		agent := driver.AgentFunc(func(ctx context.Context, in driver.StepInput) (driver.Decision, error) {
+		agent := driver.AgentFunc(func(ctx context.Context, in driver.StepInput) (driver.Action, error) {
 			drove[i].Add(1)
 			if in.Run.Agent == "bomb" {
 				return scripted.Call("boom", `{"to":"x"}`), nil
@@ -68,7 +68,7 @@ func TestFleet_PanickingPolicyFailsItsRunAndNoWorker(t *testing.T) {
 		t.Fatal(err)
 	}
 	v := waitFor(t, d, "run-bomb", 20*time.Second, "ended", func(v projector.View) bool { return v.Run.Status.Ended() })
-	if v.Run.Status != projector.Failed || v.Run.Reason != events.ReasonInternalError || !strings.Contains(v.Run.Detail, "panicked: the policy blew up on run-bomb") {
+	if v.Run.Status != projector.Failed || v.Run.Reason != string(events.ReasonInternalError) || !strings.Contains(v.Run.Detail, "panicked: the policy blew up on run-bomb") {
 		t.Fatalf("run-bomb ended %s %s %q, want FAILED internal_error with the panic", v.Run.Status, v.Run.Reason, v.Run.Detail)
 	}
 	if got := boomTool.Count(); got != 0 {

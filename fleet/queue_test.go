@@ -66,7 +66,7 @@ func TestQueue_SnapshotIsOnlyACache(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Characters HTML escaping would change, in the arguments the view holds.
-	agent := scripted.Agent{Decisions: []driver.Decision{scripted.Call("read", `{"q":"a && <b>"}`)}}
+	agent := scripted.Agent{Decisions: []driver.Action{scripted.Call("read", `{"q":"a && <b>"}`)}}
 	if err := d.Drive(ctx, r, agent); err != nil {
 		t.Fatal(err)
 	}

@@ -43,7 +43,7 @@ func (l *lockedBuffer) String() string {
 // that the snapshot disagreed, and the second send does not run.
 func TestFleet_CraftedSnapshotNeverResumesAConsumedGrant(t *testing.T) {
 	f := newApprovalFleet(t, 0)
-	f.agent = scripted.Agent{Decisions: []driver.Decision{
+	f.agent = scripted.Agent{Decisions: []driver.Action{
 		scripted.Call("send", `{"to":"ops"}`), scripted.Call("send", `{"to":"ops"}`), scripted.Call("done", `{}`),
 	}}
 	d, q := f.member(t)

@@ -22,7 +22,7 @@ func TestWorker_RunThatCannotBeAppendedToIsShownStalled(t *testing.T) {
 	d, q := f.member(t)
 	wd, wq := f.member(t)
 	metrics := fleet.NewMetrics(prometheus.NewRegistry())
-	agent := driver.AgentFunc(func(context.Context, driver.StepInput) (driver.Decision, error) {
+	agent := driver.AgentFunc(func(context.Context, driver.StepInput) (driver.Action, error) {
 		f.js.Server.Shutdown() // the log goes away while the model thinks
 		return scripted.Call("done", `{}`), nil
 	})

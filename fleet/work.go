@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/arbiter-run/arbiter/internal/layout"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -46,22 +47,22 @@ type Config struct {
 
 func (c Config) withDefaults() Config {
 	if c.WorkStream == "" {
-		c.WorkStream = "ARB_WORK"
+		c.WorkStream = layout.WorkStream
 	}
 	if c.WorkPrefix == "" {
-		c.WorkPrefix = "arb.work"
+		c.WorkPrefix = layout.WorkPrefix
 	}
 	if c.Consumer == "" {
-		c.Consumer = "arb-workers"
+		c.Consumer = layout.WorkConsumer
 	}
 	if c.AckWait == 0 {
 		c.AckWait = 30 * time.Second
 	}
 	if c.Bucket == "" {
-		c.Bucket = "ARB_VIEWS"
+		c.Bucket = layout.ViewsBucket
 	}
 	if c.AgentsBucket == "" {
-		c.AgentsBucket = "ARB_AGENTS"
+		c.AgentsBucket = layout.AgentsBucket
 	}
 	if c.Replicas == 0 {
 		c.Replicas = 1

@@ -342,7 +342,7 @@ func (w *Worker) noAgent(ctx context.Context, r *driver.Run, msg jetstream.Msg) 
 	}
 	names, _ := w.q.Agents(ctx)
 	detail := fmt.Sprintf("no worker offers agent %q (offered: %s)", v.Run.Agent, strings.Join(names, ", "))
-	if err := w.d.Fail(ctx, r, ReasonNoAgent, detail); err != nil {
+	if err := w.d.Fail(ctx, r, events.ReasonNoAgent, detail); err != nil {
 		w.log.Warn("fail run with no agent", "run", r.ID(), "err", err)
 		return false
 	}

@@ -86,7 +86,7 @@ func TestWorker_FleetDrivesEveryRunToTheEnd(t *testing.T) {
 	read := testkit.NewLedger("read", events.ReadOnly, testkit.AnyObject)
 	done := testkit.NewLedger("done", events.ReadOnly, testkit.AnyObject).Terminal()
 	d := e.driver(t, read, done)
-	agent := scripted.Agent{Decisions: []driver.Decision{scripted.Call("read", `{}`), scripted.Call("read", `{"a":1}`), scripted.Call("done", `{}`)}}
+	agent := scripted.Agent{Decisions: []driver.Action{scripted.Call("read", `{}`), scripted.Call("read", `{"a":1}`), scripted.Call("done", `{}`)}}
 	e.startWorkers(t, 3, d, map[string]driver.Agent{"s": agent})
 	ctx := context.Background()
 	const runs = 30

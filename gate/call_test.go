@@ -84,7 +84,10 @@ func TestGate_CallNotAllowedRunsNothing(t *testing.T) {
 	e := newEnv(t)
 	r := open(t, e.gate(t), "call-deny")
 	f := &runner{}
-	for _, c := range []struct{ tool, args, kind string }{
+	for _, c := range []struct {
+		tool, args string
+		kind       events.ObservationKind
+	}{
 		{"rm", `{"path":"/"}`, events.ObsPolicyDenied},
 		{"read", `{"path":7}`, events.ObsInvalidArguments},
 		{"read", `{"path":`, events.ObsInvalidDecision},
@@ -124,7 +127,7 @@ func TestGate_CallConsumesAGrantOnce(t *testing.T) {
 	if again := call(t, r, "send", `{"to":"ops@example.com"}`, f, gate.Pending); again.Approval.ID != p.Approval.ID {
 		t.Fatalf("called again before the decision: approval %s, want %s", again.Approval.ID, p.Approval.ID)
 	}
-	e.decide(t, r.ID(), p.Approval, events.Grant)
+	e.decide(t, r.ID(), p.Approval, events.DecisionGrant)
 	// A changed call runs nothing and leaves the grant unused.
 	if _, err := r.Call(t.Context(), "send", json.RawMessage(`{"to":"all@example.com"}`), f.run); !errors.Is(err, gate.ErrWaiting) {
 		t.Fatalf("changed call after the grant: got %v, want %v", err, gate.ErrWaiting)
@@ -237,7 +240,7 @@ type cancelling struct {
 	cancel context.CancelFunc
 }
 
-func (c cancelling) Evaluate(ctx context.Context, req policy.Request, v projector.View) (policy.Decision, error) {
+func (c cancelling) Evaluate(ctx context.Context, req policy.Request, v projector.View) (policy.Ruling, error) {
 	c.cancel()
 	return c.Policy.Evaluate(ctx, req, v)
 }

@@ -37,7 +37,7 @@ func Example() {
 		fmt.Println(err)
 		return
 	}
-	tool := func(name, class string) driver.Spec {
+	tool := func(name string, class events.SideEffect) driver.Spec {
 		return driver.Spec{Name: name, SideEffect: class, Timeout: 10 * time.Second,
 			Schema: json.RawMessage(`{"type":"object","properties":{"path":{"type":"string"}},"required":["path"]}`)}
 	}

@@ -52,7 +52,10 @@ func TestGate_AllowRecordsBeforeAndResultAfter(t *testing.T) {
 func TestGate_DenyIsWhatTheModelSees(t *testing.T) {
 	e := newEnv(t)
 	r := open(t, e.gate(t), "deny")
-	for _, c := range []struct{ tool, args, kind string }{
+	for _, c := range []struct {
+		tool, args string
+		kind       events.ObservationKind
+	}{
 		{"rm", `{"path":"/"}`, events.ObsPolicyDenied},
 		{"read", `{"path":7}`, events.ObsInvalidArguments},
 		{"read", `{"path":`, events.ObsInvalidDecision},
@@ -80,7 +83,7 @@ func TestGate_PendingThenGranted(t *testing.T) {
 	if again.Approval.ID != p.Approval.ID {
 		t.Fatalf("asked again: approval %s, want the same %s", again.Approval.ID, p.Approval.ID)
 	}
-	e.decide(t, r.ID(), p.Approval, events.Grant)
+	e.decide(t, r.ID(), p.Approval, events.DecisionGrant)
 	// The same request, spelled differently, is the same call.
 	a := ask(t, r, "send", `{ "to":"ops@example.com" }`, gate.Allow)
 	if a.Step != 1 || string(a.Args) != `{"to":"ops@example.com"}` {
@@ -100,18 +103,18 @@ func TestGate_PendingThenDenied(t *testing.T) {
 	e := newEnv(t)
 	r := open(t, e.gate(t), "denied")
 	p := ask(t, r, "send", `{"to":"x@example.com"}`, gate.Pending)
-	e.decide(t, r.ID(), p.Approval, events.Deny)
+	e.decide(t, r.ID(), p.Approval, events.DecisionDeny)
 	a := ask(t, r, "send", `{"to":"x@example.com"}`, gate.Deny)
 	if !a.Ended || a.Observation == nil {
 		t.Fatalf("denied: got %+v, want a denial that ended the run", a)
 	}
 	v := view(t, r)
-	if v.Run.Status != projector.Cancelled || v.Run.Reason != events.ReasonApprovalDenied {
+	if v.Run.Status != projector.Cancelled || v.Run.Reason != string(events.ReasonApprovalDenied) {
 		t.Fatalf("run: got %s %s, want %s %s", v.Run.Status, v.Run.Reason, projector.Cancelled, events.ReasonApprovalDenied)
 	}
 	_, err := r.Ask(t.Context(), "read", json.RawMessage(`{"path":"a"}`))
 	var ended *gate.EndedError
-	if !errors.As(err, &ended) || ended.Reason != events.ReasonApprovalDenied {
+	if !errors.As(err, &ended) || ended.Reason != string(events.ReasonApprovalDenied) {
 		t.Fatalf("ask after the end: got %v, want an *EndedError for %s", err, events.ReasonApprovalDenied)
 	}
 }
@@ -130,7 +133,7 @@ func TestGate_PendingThenExpired(t *testing.T) {
 		t.Fatalf("expired: got %+v, want the run ended", a)
 	}
 	v := view(t, r)
-	if v.Run.Reason != events.ReasonApprovalExpired || v.Approval(p.Approval.ID).State != projector.Expired {
+	if v.Run.Reason != string(events.ReasonApprovalExpired) || v.Approval(p.Approval.ID).State != projector.Expired {
 		t.Fatalf("run: got %s, approval %s; want %s and expired", v.Run.Reason, v.Approval(p.Approval.ID).State, events.ReasonApprovalExpired)
 	}
 }
@@ -139,7 +142,7 @@ func TestGate_GrantIsUsedOnce(t *testing.T) {
 	e := newEnv(t)
 	r := open(t, e.gate(t), "once")
 	p := ask(t, r, "send", `{"to":"x@example.com"}`, gate.Pending)
-	e.decide(t, r.ID(), p.Approval, events.Grant)
+	e.decide(t, r.ID(), p.Approval, events.DecisionGrant)
 	ask(t, r, "send", `{"to":"x@example.com"}`, gate.Allow)
 	report(t, r, "sent")
 	// The identical call again is a new step with an approval of its own.
@@ -160,7 +163,7 @@ func TestGate_GrantUsedTwiceAtOnceRunsOnce(t *testing.T) {
 	r := open(t, e.gate(t), "race")
 	p := ask(t, r, "send", `{"to":"x@example.com"}`, gate.Pending)
 	r.Close()
-	e.decide(t, "race", p.Approval, events.Grant)
+	e.decide(t, "race", p.Approval, events.DecisionGrant)
 	var runs [2]*gate.Run
 	for i := range runs {
 		g := e.gate(t)
@@ -217,7 +220,7 @@ func TestGate_ChangedArgumentsAfterApprovalAreRefused(t *testing.T) {
 	e := newEnv(t)
 	r := open(t, e.gate(t), "changed")
 	p := ask(t, r, "send", `{"to":"a@example.com"}`, gate.Pending)
-	e.decide(t, r.ID(), p.Approval, events.Grant)
+	e.decide(t, r.ID(), p.Approval, events.DecisionGrant)
 	for _, c := range []struct{ tool, args string }{
 		{"send", `{"to":"b@example.com"}`},
 		{"read", `{"path":"a"}`},
@@ -254,7 +257,7 @@ func TestGate_UnreportedWriteAfterRestartWaitsForAnOperator(t *testing.T) {
 	if p.Approval.Kind != driver.InterruptedSideEffect || p.Step != 1 {
 		t.Fatalf("after restart: approval %s on step %d, want %s on step 1", p.Approval.Kind, p.Step, driver.InterruptedSideEffect)
 	}
-	e.decide(t, "restart", p.Approval, events.Grant)
+	e.decide(t, "restart", p.Approval, events.DecisionGrant)
 	ask(t, r2, "note", `{"path":"a"}`, gate.Allow)
 	report(t, r2, "written")
 }

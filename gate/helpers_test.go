@@ -48,7 +48,7 @@ func newEnvB(t testing.TB) *env {
 	if err != nil {
 		t.Fatalf("operator public key: %v", err)
 	}
-	spec := func(name, class, schema string) driver.Spec {
+	spec := func(name string, class events.SideEffect, schema string) driver.Spec {
 		return driver.Spec{Name: name, Description: name, Schema: json.RawMessage(schema), SideEffect: class, Timeout: 5 * time.Second}
 	}
 	clk := &clock{now: time.Now()}

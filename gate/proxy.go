@@ -114,7 +114,7 @@ type call struct {
 	tool   string
 	args   []byte // PolicyJSON, nil when the arguments are not usable JSON
 	expect int    // the step the call is
-	dec    *driver.Decision
+	dec    *driver.Action
 
 	// fn and ctx, for a [Run.Call]: the function that runs the call and
 	// the caller's context. ran is set once fn is called (on the drive's

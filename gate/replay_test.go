@@ -19,11 +19,11 @@ func TestGate_RunReplays(t *testing.T) {
 	report(t, r, "a")
 	ask(t, r, "rm", `{"path":"/"}`, gate.Deny)
 	p := ask(t, r, "send", `{"to":"x@example.com"}`, gate.Pending)
-	e.decide(t, r.ID(), p.Approval, events.Grant)
+	e.decide(t, r.ID(), p.Approval, events.DecisionGrant)
 	ask(t, r, "send", `{"to":"x@example.com"}`, gate.Allow)
 	report(t, r, "sent")
 
-	sum, err := replay.Check(t.Context(), e.log, e.cfg.Policy, replay.Selection{Runs: []string{"replayed"}}, replay.Options{Operators: e.cfg.Operators}, nil)
+	sum, err := replay.Audit(t.Context(), e.log, e.cfg.Policy, replay.Selection{Runs: []string{"replayed"}}, replay.Options{Operators: e.cfg.Operators}, nil)
 	if err != nil {
 		t.Fatalf("replay: %v", err)
 	}

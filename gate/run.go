@@ -197,7 +197,7 @@ func (r *Run) planOn(v *projector.View, tool string, args json.RawMessage) (*cal
 		c.expect = last.N
 	default:
 		c.expect = v.Steps.Len() + 1
-		c.dec = &driver.Decision{Tool: tool, Args: append(json.RawMessage(nil), args...)}
+		c.dec = &driver.Action{Tool: tool, Args: append(json.RawMessage(nil), args...)}
 	}
 	r.g.register(v.Run.ID, c)
 	return c, nil
@@ -211,13 +211,13 @@ func (r *Run) planOn(v *projector.View, tool string, args json.RawMessage) (*cal
 func (r *Run) drive(c *call) error {
 	ctx, cancel := context.WithCancel(r.life)
 	defer cancel()
-	agent := driver.AgentFunc(func(ctx context.Context, in driver.StepInput) (driver.Decision, error) {
+	agent := driver.AgentFunc(func(ctx context.Context, in driver.StepInput) (driver.Action, error) {
 		if c.dec != nil && !c.decided && in.Steps.Len()+1 == c.expect {
 			c.decided = true
 			return *c.dec, nil
 		}
 		cancel()
-		return driver.Decision{}, ctx.Err()
+		return driver.Action{}, ctx.Err()
 	})
 	err := r.g.d.DriveUntil(ctx, r.r, agent, c.stop)
 	switch {

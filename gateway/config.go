@@ -11,6 +11,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/arbiter-run/arbiter/approvals"
+	"github.com/arbiter-run/arbiter/events"
 	"github.com/arbiter-run/arbiter/mcp"
 	"github.com/arbiter-run/arbiter/policy"
 )
@@ -96,10 +97,10 @@ func (f File) PolicyOf() (policy.Policy, error) {
 	if len(f.Policy.SideEffects) > 0 {
 		p = policy.SideEffectPolicy{}
 		for class, o := range f.Policy.SideEffects {
-			if !policy.Outcome(o).Valid() {
+			if !events.Outcome(o).Valid() {
 				return nil, fmt.Errorf("policy.side_effects.%s: outcome %q (want allow, deny, abort or require_approval)", class, o)
 			}
-			p[class] = policy.Outcome(o)
+			p[events.SideEffect(class)] = events.Outcome(o)
 		}
 	}
 	id := f.Policy.ID

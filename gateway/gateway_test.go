@@ -63,7 +63,7 @@ func TestGateway_ReadPassesWriteWaitsGrantRunsOnce(t *testing.T) {
 	}
 	wantNoFile(t, target)
 
-	f.decide(t, st, events.Grant)
+	f.decide(t, st, events.DecisionGrant)
 	// A changed call does not consume the grant, and runs nothing.
 	out, isErr = write("two")
 	if !strings.HasPrefix(out, "NOT RUN") || isErr {
@@ -102,7 +102,7 @@ func TestGateway_DenialEndsTheSession(t *testing.T) {
 	cs := host(t, f.gateway(t, tools, "").Server())
 	args := map[string]any{"path": filepath.Join(root, "x.txt"), "content": "x"}
 	callTool(t, cs, "fs__write_file", args)
-	f.decide(t, status(t, cs), events.Deny)
+	f.decide(t, status(t, cs), events.DecisionDeny)
 	out, isErr := callTool(t, cs, "fs__write_file", args)
 	if !isErr || !strings.Contains(out, "denied") {
 		t.Fatalf("denied write: got %q (error %v), want an error result saying it was denied", out, isErr)
@@ -119,11 +119,11 @@ func TestGateway_RefusedArgumentsAndUpstreamErrorsAreErrorResults(t *testing.T) 
 	f := newFleet(t)
 	cs := host(t, f.gateway(t, tools, "").Server())
 	out, isErr := callTool(t, cs, "fs__read_text_file", map[string]any{"path": 7})
-	if !isErr || !strings.Contains(out, events.ObsInvalidArguments) {
+	if !isErr || !strings.Contains(out, string(events.ObsInvalidArguments)) {
 		t.Fatalf("bad arguments: got %q (error %v)", out, isErr)
 	}
 	out, isErr = callTool(t, cs, "fs__read_text_file", map[string]any{"path": "/etc/hostname"})
-	if !isErr || !strings.Contains(out, events.ObsToolError) {
+	if !isErr || !strings.Contains(out, string(events.ObsToolError)) {
 		t.Fatalf("read outside the root: got %q (error %v), want the server's error as a tool error", out, isErr)
 	}
 }
@@ -160,7 +160,7 @@ func TestGateway_TwoGatewaysConsumeAGrantOnce(t *testing.T) {
 	if out, _ := callTool(t, b, "fs__write_file", args); !strings.Contains(out, st.Waiting[0].Approval) {
 		t.Fatalf("second gateway: got %q, want the same call waiting on %s", out, st.Waiting[0].Approval)
 	}
-	f.decide(t, st, events.Grant)
+	f.decide(t, st, events.DecisionGrant)
 	var wg sync.WaitGroup
 	outs := make([]string, 2)
 	for i, cs := range []*sdk.ClientSession{a, b} {

@@ -120,8 +120,8 @@ func newFleet(t testing.TB) *fleet {
 
 // writesNeedApproval reads freely and asks an operator for every write.
 var writesNeedApproval = policy.SideEffectPolicy{
-	events.ReadOnly: policy.Allow, events.LocalMutation: policy.RequireApproval,
-	events.RemoteMutation: policy.RequireApproval, events.Destructive: policy.RequireApproval,
+	events.ReadOnly: events.Allow, events.LocalMutation: events.RequireApproval,
+	events.RemoteMutation: events.RequireApproval, events.Destructive: events.RequireApproval,
 }
 
 func (f *fleet) gateway(t testing.TB, tools []driver.Tool, run string) *gateway.Gateway {

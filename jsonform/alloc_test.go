@@ -12,15 +12,15 @@ func TestHotPathsDoNotAllocate(t *testing.T) {
 	buf := make([]byte, 0, len(doc))
 	other := []byte(`{"tool":"x","arguments":{"b":1,"a":[1,2,{"d":"\u00e9","c":null}]}}`)
 	// Warm the pool.
-	_ = Check(doc)
+	_ = Validate(doc)
 	_, _ = AppendPolicyJSON(buf, doc)
 	_ = Equal(doc, other)
 	cases := map[string]func(){
-		"Check":            func() { _ = Check(doc) },
+		"Check":            func() { _ = Validate(doc) },
 		"AppendPolicyJSON": func() { buf, _ = AppendPolicyJSON(buf[:0], doc) },
 		"Equal":            func() { _ = Equal(doc, doc) },
 		"Equal(unequal)":   func() { _ = Equal(doc, other) },
-		"Check(unsorted)":  func() { _ = Check(other) },
+		"Check(unsorted)":  func() { _ = Validate(other) },
 		"Append(unsorted)": func() { buf, _ = AppendPolicyJSON(buf[:0], other) },
 	}
 	for name, fn := range cases {

@@ -40,7 +40,7 @@ func BenchmarkCheck(b *testing.B) {
 	b.SetBytes(int64(len(doc)))
 	b.ReportAllocs()
 	for b.Loop() {
-		if err := Check(doc); err != nil {
+		if err := Validate(doc); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -113,7 +113,7 @@ func TestCheck_Refusals(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			err := Check([]byte(tt.in))
+			err := Validate([]byte(tt.in))
 			if !errors.Is(err, tt.want) {
 				t.Fatalf("Check(%q) = %v, want %v", tt.in, err, tt.want)
 			}
@@ -156,24 +156,24 @@ func TestCheck_Accepts(t *testing.T) {
 		manyKeys(100, `"z":0`),
 	}
 	for _, in := range accepted {
-		if err := Check([]byte(in)); err != nil {
+		if err := Validate([]byte(in)); err != nil {
 			t.Errorf("Check(%.60q) = %v, want nil", in, err)
 		}
 	}
 }
 
 func TestError_Format(t *testing.T) {
-	err := Check([]byte(`{"a":{"b":{"x":1,"x":2}}}`))
+	err := Validate([]byte(`{"a":{"b":{"x":1,"x":2}}}`))
 	want := `json at byte 17 (/a/b): repeated object key "x"`
 	if err == nil || err.Error() != want {
 		t.Errorf("Error() = %v, want %s", err, want)
 	}
-	err = Check([]byte(`1 x`))
+	err = Validate([]byte(`1 x`))
 	want = `json at byte 2: trailing data after the value: unexpected byte 'x'`
 	if err == nil || err.Error() != want {
 		t.Errorf("Error() = %v, want %s", err, want)
 	}
-	err = Check([]byte(nested(300)))
+	err = Validate([]byte(nested(300)))
 	if err == nil || !strings.HasSuffix(err.Error(), ": nesting deeper than 256") {
 		t.Errorf("Error() = %v, want nesting reason", err)
 	}
@@ -181,7 +181,7 @@ func TestError_Format(t *testing.T) {
 		t.Errorf("errors.Is mismatch for %v", err)
 	}
 	long := `{"` + strings.Repeat("é", 100) + `":1,"` + strings.Repeat("é", 100) + `":2}`
-	if err := Check([]byte(long)); err == nil || !strings.HasSuffix(err.Error(), `é"...`) {
+	if err := Validate([]byte(long)); err == nil || !strings.HasSuffix(err.Error(), `é"...`) {
 		t.Errorf("long key reason not shortened: %v", err)
 	}
 }

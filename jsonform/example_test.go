@@ -7,15 +7,15 @@ import (
 	"github.com/arbiter-run/arbiter/jsonform"
 )
 
-func ExampleCheck() {
-	fmt.Println(jsonform.Check([]byte(`{"path": "/tmp/x", "mode": 420}`)))
+func ExampleValidate() {
+	fmt.Println(jsonform.Validate([]byte(`{"path": "/tmp/x", "mode": 420}`)))
 
-	err := jsonform.Check([]byte(`{"args": {"path": "/a", "\u0070ath": "/b"}}`))
+	err := jsonform.Validate([]byte(`{"args": {"path": "/a", "\u0070ath": "/b"}}`))
 	fmt.Println(err)
 	fmt.Println(errors.Is(err, jsonform.ErrDuplicateKey))
 
 	var jerr *jsonform.Error
-	if errors.As(jsonform.Check([]byte(`[1, 2,]`)), &jerr) {
+	if errors.As(jsonform.Validate([]byte(`[1, 2,]`)), &jerr) {
 		fmt.Println(jerr.Offset, jerr.Pointer, jerr.Reason)
 	}
 	// Output:

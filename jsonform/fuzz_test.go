@@ -38,7 +38,7 @@ func FuzzPolicyJSON(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		err := Check(b)
+		err := Validate(b)
 		if err != nil {
 			checkRefusal(t, b, err)
 			return
@@ -50,7 +50,7 @@ func FuzzPolicyJSON(f *testing.F) {
 		if err != nil {
 			t.Fatalf("Check accepted %q but PolicyJSON failed: %v", b, err)
 		}
-		if err := Check(c); err != nil {
+		if err := Validate(c); err != nil {
 			t.Fatalf("canonical form %q of %q fails Check: %v", c, b, err)
 		}
 		cc, err := PolicyJSON(c)

@@ -8,13 +8,13 @@ import (
 	"sync"
 )
 
-// Check returns nil iff b is exactly one well-formed JSON value (RFC 8259,
+// Validate returns nil iff b is exactly one well-formed JSON value (RFC 8259,
 // surrounding whitespace allowed) that is valid UTF-8 everywhere (inside
 // strings too), nests objects and arrays no deeper than MaxDepth, repeats
 // no object key (compared after unescaping) and has no \uD800-\uDFFF
 // escape outside a proper high+low surrogate pair. Otherwise it returns an
 // *Error wrapping one of the sentinel errors.
-func Check(b []byte) error {
+func Validate(b []byte) error {
 	p := getParser(b, false, nil)
 	err := p.run()
 	putParser(p)

@@ -6,13 +6,10 @@ import (
 	"github.com/arbiter-run/arbiter/events"
 )
 
-// classOrder lists the side-effect classes from the least to the most
-// strict.
-var classOrder = []string{events.ReadOnly, events.LocalMutation, events.RemoteMutation, events.Destructive}
-
-// classRank is class's place in classOrder, -1 for an unknown class.
-func classRank(class string) int {
-	for i, c := range classOrder {
+// classRank is class's place in [events.SideEffects] (from the least to
+// the most strict), -1 for an unknown class.
+func classRank(class events.SideEffect) int {
+	for i, c := range events.SideEffects {
 		if c == class {
 			return i
 		}
@@ -21,7 +18,7 @@ func classRank(class string) int {
 }
 
 // stricter returns the stricter of two known classes.
-func stricter(a, b string) string {
+func stricter(a, b events.SideEffect) events.SideEffect {
 	if classRank(b) > classRank(a) {
 		return b
 	}
@@ -34,7 +31,7 @@ func stricter(a, b string) string {
 // explicit open-world hint makes that remote, an explicit destructive hint
 // destructive. A read-only claim is the weakest and so never loosens
 // anything.
-func hintedClass(a *sdk.ToolAnnotations) string {
+func hintedClass(a *sdk.ToolAnnotations) events.SideEffect {
 	switch {
 	case a == nil:
 		return ""

@@ -44,7 +44,7 @@ type ServerConfig struct {
 	BearerTokenEnv string            `yaml:"bearer_token_env"`
 	// Class is the side-effect class of a listed tool that names none.
 	// Empty: every listed tool must name its class.
-	Class string `yaml:"class"`
+	Class events.SideEffect `yaml:"class"`
 	// Unlisted says what becomes of a tool the server offers that Tools does
 	// not list: "hide" (the default: not offered) or "strictest" (offered
 	// as destructive).
@@ -59,7 +59,7 @@ type ServerConfig struct {
 type ToolConfig struct {
 	// Class is its side-effect class (read_only, local_mutation,
 	// remote_mutation, destructive); empty takes the server's Class.
-	Class string `yaml:"class"`
+	Class events.SideEffect `yaml:"class"`
 	// Timeout bounds one call ("10s"); empty takes the server's.
 	Timeout string `yaml:"timeout"`
 	// Fixed arguments: set by the runtime on every call, hidden from the
@@ -142,7 +142,7 @@ func (s ServerConfig) validate() error {
 	return nil
 }
 
-func badClass(field, class string) error {
+func badClass(field string, class events.SideEffect) error {
 	return fmt.Errorf("%s: unknown side-effect class %q (want one of %s, %s, %s, %s)", field, class,
 		events.ReadOnly, events.LocalMutation, events.RemoteMutation, events.Destructive)
 }

@@ -38,7 +38,7 @@ type Review struct {
 	Change string
 	// Class is the side-effect class it is, or would be, offered under;
 	// empty when the operator did not classify it.
-	Class   string
+	Class   events.SideEffect
 	Offered bool
 	// Hint says what the server's annotations did to the operator's class.
 	Hint string
@@ -133,7 +133,7 @@ func reviewServer(cfg ServerConfig, pins map[string]Pin, listing map[string]list
 // classify is the class tool is offered under: the operator's (the tool's,
 // else the server's default; destructive for an unlisted tool when the
 // config says so), made stricter by the annotations, never looser.
-func classify(cfg ServerConfig, tool string, l listed) (class, hint string) {
+func classify(cfg ServerConfig, tool string, l listed) (class events.SideEffect, hint string) {
 	tc, ok := cfg.Tools[tool]
 	switch {
 	case ok && tc.Class != "":

@@ -27,8 +27,8 @@ import (
 
 // fsPolicy is the example's: reads run, writes wait for an operator.
 var fsPolicy = policy.WithID(policy.SideEffectPolicy{
-	events.ReadOnly:    policy.Allow,
-	events.Destructive: policy.RequireApproval,
+	events.ReadOnly:    events.Allow,
+	events.Destructive: events.RequireApproval,
 }, "mcp example: reads allowed, writes need approval")
 
 // worker is one worker's driver over its own connection to the servers.
@@ -116,7 +116,7 @@ func TestDriver_FilesystemRunAcrossTwoWorkers(t *testing.T) {
 	kp, ops := newOperator(t)
 	d1, d2 := worker(t, log, cfg, lock, ops), worker(t, log, cfg, lock, ops)
 	out := filepath.Join(root, "out.txt")
-	agent := scripted.Agent{Decisions: []driver.Decision{
+	agent := scripted.Agent{Decisions: []driver.Action{
 		scripted.Call("fs__read_text_file", `{"path":"`+filepath.Join(root, "notes.txt")+`"}`),
 		scripted.Call("fs__write_file", `{"path":"`+out+`","content":"hello, written"}`),
 		scripted.Call("finish", `{}`),
@@ -141,7 +141,7 @@ func TestDriver_FilesystemRunAcrossTwoWorkers(t *testing.T) {
 	}
 
 	a := grantPending(t, log, d2, "fs-run", kp)
-	if a.Step != 2 || a.Kind != events.Destructive {
+	if a.Step != 2 || a.Kind != string(events.Destructive) {
 		t.Errorf("approval: step %d kind %s, want step 2 destructive", a.Step, a.Kind)
 	}
 	r2, err := d2.Load(t.Context(), "fs-run")
@@ -187,7 +187,7 @@ func TestDriver_ServerKilledMidWriteWaitsForOperator(t *testing.T) {
 	log := testkit.JetStream(t).Log(t, events.Config{})
 	s := connect(t, cfg, lock, mcp.Options{MinBackoff: 50 * time.Millisecond})
 	hang := s.Tools()[0]
-	p := policy.WithID(policy.SideEffectPolicy{events.LocalMutation: policy.Allow}, "writes allowed")
+	p := policy.WithID(policy.SideEffectPolicy{events.LocalMutation: events.Allow}, "writes allowed")
 	_, ops := newOperator(t)
 	d, err := driver.New(driver.Config{Log: log, Policy: p, Tools: []driver.Tool{hang}, Operators: ops})
 	if err != nil {
@@ -210,7 +210,7 @@ func TestDriver_ServerKilledMidWriteWaitsForOperator(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	agent := scripted.Agent{Decisions: []driver.Decision{scripted.Call("local__hang", `{"text":"w"}`)}}
+	agent := scripted.Agent{Decisions: []driver.Action{scripted.Call("local__hang", `{"text":"w"}`)}}
 	if err := d.Drive(t.Context(), r, agent); err != nil {
 		t.Fatal(err)
 	}
@@ -249,7 +249,7 @@ func TestDriver_GrantIsBoundToThePin(t *testing.T) {
 	log := testkit.JetStream(t).Log(t, events.Config{})
 	kp, ops := newOperator(t)
 	d1 := worker(t, log, cfg, pin(t, cfg), ops)
-	agent := scripted.Agent{Decisions: []driver.Decision{scripted.Call("web__write", `{"text":"x"}`), scripted.Call("finish", `{}`)}}
+	agent := scripted.Agent{Decisions: []driver.Action{scripted.Call("web__write", `{"text":"x"}`), scripted.Call("finish", `{}`)}}
 	r, err := d1.Create(t.Context(), "bound", "script", nil)
 	if err != nil {
 		t.Fatal(err)

@@ -173,7 +173,7 @@ func TestSet_HintsOnlyTighten(t *testing.T) {
 	}}}}
 	var rec recorder
 	s := connect(t, cfg, pin(t, cfg), mcp.Options{OnChange: rec.add})
-	for name, want := range map[string]string{
+	for name, want := range map[string]events.SideEffect{
 		"claims_read_only":   events.Destructive,
 		"claims_destructive": events.Destructive,
 		"claims_open_world":  events.RemoteMutation,

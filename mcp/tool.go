@@ -68,7 +68,7 @@ func (t *Tool) Execute(ctx context.Context, args json.RawMessage) (string, error
 		return "", fmt.Errorf("%s: %w", name, err)
 	}
 	if t.o.full != nil {
-		if _, err := t.o.full.Check(merged); err != nil {
+		if _, err := t.o.full.CheckArgs(merged); err != nil {
 			return "", fmt.Errorf("%s with its fixed arguments: %w", name, err)
 		}
 	}

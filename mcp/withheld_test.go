@@ -29,7 +29,7 @@ func TestDriver_ToolChangedWhileRunningIsWithheldAndRecorded(t *testing.T) {
 	s := connect(t, cfg, lockBefore, mcp.Options{OnChange: rec.add})
 	log := testkit.JetStream(t).Log(t, events.Config{})
 	tools := append(s.Tools(), testkit.NewLedger("finish", events.ReadOnly, testkit.AnyObject).Terminal())
-	allow := policy.SideEffectPolicy{events.ReadOnly: policy.Allow, events.LocalMutation: policy.Allow}
+	allow := policy.SideEffectPolicy{events.ReadOnly: events.Allow, events.LocalMutation: events.Allow}
 	d, err := driver.New(driver.Config{Log: log, Policy: allow, Tools: tools, Withheld: s.Withheld})
 	if err != nil {
 		t.Fatal(err)
@@ -40,7 +40,7 @@ func TestDriver_ToolChangedWhileRunningIsWithheldAndRecorded(t *testing.T) {
 	}
 	var shown [][]string
 	step := 0
-	agent := driver.AgentFunc(func(_ context.Context, in driver.StepInput) (driver.Decision, error) {
+	agent := driver.AgentFunc(func(_ context.Context, in driver.StepInput) (driver.Action, error) {
 		var names []string
 		for _, tl := range in.Tools {
 			names = append(names, tl.Name)

@@ -67,7 +67,7 @@ func New(cfg Config) (*Agent, error) {
 // budget_exceeded; a refusal, a cut or empty reply, a permanent provider
 // error or exhausted retries are errors wrapping [ErrRefused], [ErrCut],
 // [ErrEmpty], [ErrProvider] or [ErrRetries].
-func (a *Agent) Decide(ctx context.Context, in driver.StepInput) (driver.Decision, error) {
+func (a *Agent) Decide(ctx context.Context, in driver.StepInput) (driver.Action, error) {
 	if m := in.Model; m.Last != nil {
 		if k := in.Steps.Len() - m.LastAt; k < len(m.Last.ToolCalls) || (k == 0 && m.Open == nil) {
 			// The log holds the reply this step comes from.
@@ -75,7 +75,7 @@ func (a *Agent) Decide(ctx context.Context, in driver.StepInput) (driver.Decisio
 		}
 	}
 	if in.Record == nil {
-		return driver.Decision{}, ErrNoRecorder
+		return driver.Action{}, ErrNoRecorder
 	}
 	c := a.conversation(in)
 	reply, err := a.ask(ctx, in, c)
@@ -83,7 +83,7 @@ func (a *Agent) Decide(ctx context.Context, in driver.StepInput) (driver.Decisio
 		a.convs.put(in.Run.ID, c)
 	}
 	if err != nil {
-		return driver.Decision{}, err
+		return driver.Action{}, err
 	}
 	dec, err := decide(reply, 0)
 	if err == nil && dec.Final == nil {
@@ -109,10 +109,10 @@ func budgetGrant(in driver.StepInput) *projector.Approval {
 // decide is the k-th decision a recorded reply makes (from 0): its k-th
 // tool call, or, for a reply with no tool call, its final answer or the
 // error it ends the run with.
-func decide(r events.ModelReplyBody, k int) (driver.Decision, error) {
+func decide(r events.ModelReplyBody, k int) (driver.Action, error) {
 	if k < len(r.ToolCalls) {
 		tc := r.ToolCalls[k]
-		d := driver.Decision{Tool: tc.Name, Args: json.RawMessage(tc.Args), CallID: tc.ID}
+		d := driver.Action{Tool: tc.Name, Args: json.RawMessage(tc.Args), CallID: tc.ID}
 		if k == 0 {
 			d.Reason = r.Text
 		}
@@ -120,13 +120,13 @@ func decide(r events.ModelReplyBody, k int) (driver.Decision, error) {
 	}
 	switch {
 	case r.Refusal != "":
-		return driver.Decision{}, fmt.Errorf("%w (finish %q): %s", ErrRefused, r.Finish, r.Refusal)
+		return driver.Action{}, fmt.Errorf("%w (finish %q): %s", ErrRefused, r.Finish, r.Refusal)
 	case r.Finish == "length" || r.Finish == string(anthropicCut):
-		return driver.Decision{}, fmt.Errorf("%w: %d output tokens, text so far: %q", ErrCut, r.Usage.OutputTokens, clip(r.Text, 200))
+		return driver.Action{}, fmt.Errorf("%w: %d output tokens, text so far: %q", ErrCut, r.Usage.OutputTokens, clip(r.Text, 200))
 	case r.Text == "":
-		return driver.Decision{}, fmt.Errorf("%w (finish %q)", ErrEmpty, r.Finish)
+		return driver.Action{}, fmt.Errorf("%w (finish %q)", ErrEmpty, r.Finish)
 	}
-	return driver.Decision{Final: &driver.Answer{Text: r.Text}}, nil
+	return driver.Action{Final: &driver.Answer{Text: r.Text}}, nil
 }
 
 // conversation returns the run's rendered messages, brought up to date

@@ -70,7 +70,7 @@ func BenchmarkStep(b *testing.B) {
 					if err := d.Drive(ctx, r, ag.a); err != nil {
 						b.Fatal(err)
 					}
-					if v := r.View(); v.Run.Status != projector.Failed || v.Run.Reason != events.ReasonStepLimit || v.Run.Steps != steps {
+					if v := r.View(); v.Run.Status != projector.Failed || v.Run.Reason != string(events.ReasonStepLimit) || v.Run.Steps != steps {
 						b.Fatalf("run ended %s %s after %d steps, want the step limit after %d", v.Run.Status, v.Run.Reason, v.Run.Steps, steps)
 					}
 				}

@@ -123,7 +123,7 @@ func TestAgent_BudgetApprovalGrantedGoesOn(t *testing.T) {
 
 		_, ops := operator(t)
 		var checks []replay.BudgetResult
-		sum, err := replay.Check(t.Context(), h.log, policy.WithID(policy.DefaultSideEffects(), "side-effects default"), replay.Selection{},
+		sum, err := replay.Audit(t.Context(), h.log, policy.WithID(policy.DefaultSideEffects(), "side-effects default"), replay.Selection{},
 			replay.Options{Operators: ops, OnBudget: func(r replay.BudgetResult) error { checks = append(checks, r); return nil }}, nil)
 		if err != nil {
 			t.Fatal(err)
@@ -144,7 +144,7 @@ func TestAgent_BudgetApprovalDeniedEndsTheRun(t *testing.T) {
 		h := overBudget(t, w, nil)
 		a := waitsOnBudget(t, h.run("r1", "hi"), "budget-1")
 		kp, _ := operator(t)
-		publish(t, h, kp, "r1", a.ID, a.Hash, events.Deny)
+		publish(t, h, kp, "r1", a.ID, a.Hash, events.DecisionDeny)
 		v := h.drive("r1")
 		wantEnd(t, v, projector.Failed, events.ReasonBudgetExceeded)
 		if !strings.Contains(v.Run.Detail, "budget approval budget-1 denied by alice") {
@@ -218,7 +218,7 @@ func TestAgent_BudgetGrantForgedOrReusedIsRefused(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		publish(t, h, stranger, "r1", first.ID, first.Hash, events.Grant)
+		publish(t, h, stranger, "r1", first.ID, first.Hash, events.DecisionGrant)
 		v := h.drive("r1")
 		waitsOnBudget(t, v, "budget-1")
 		if len(v.Refusals) != 1 || !strings.Contains(v.Refusals[0].Reason, approvals.ErrUnknownOperator.Error()) {
@@ -226,7 +226,7 @@ func TestAgent_BudgetGrantForgedOrReusedIsRefused(t *testing.T) {
 		}
 
 		kp, _ := operator(t)
-		publish(t, h, kp, "r1", first.ID, first.Hash, events.Grant)
+		publish(t, h, kp, "r1", first.ID, first.Hash, events.DecisionGrant)
 		v = h.drive("r1")
 		second := waitsOnBudget(t, v, "budget-2")
 		if second.Hash == first.Hash {
@@ -236,8 +236,8 @@ func TestAgent_BudgetGrantForgedOrReusedIsRefused(t *testing.T) {
 			t.Fatalf("%d requests after the first grant, want 2", n)
 		}
 
-		publish(t, h, kp, "r1", first.ID, first.Hash, events.Grant)
-		publish(t, h, kp, "r1", second.ID, first.Hash, events.Grant)
+		publish(t, h, kp, "r1", first.ID, first.Hash, events.DecisionGrant)
+		publish(t, h, kp, "r1", second.ID, first.Hash, events.DecisionGrant)
 		for range 2 {
 			v = h.drive("r1")
 		}
@@ -275,7 +275,7 @@ func TestAgent_BudgetGrantInASnapshotIsNotBelieved(t *testing.T) {
 		}
 		snap, at := r.View(), r.Tail()
 		a := snap.Approval("budget-1")
-		a.State, a.Decision, a.DecisionEvent = projector.Granted, &events.DecisionBody{Approval: a.ID, Hash: a.Hash, Decision: events.Grant}, "forged"
+		a.State, a.Decision, a.DecisionEvent = projector.Granted, &events.DecisionBody{Approval: a.ID, Hash: a.Hash, Decision: events.DecisionGrant}, "forged"
 
 		fromSnap := func() projector.View {
 			t.Helper()

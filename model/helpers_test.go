@@ -123,9 +123,10 @@ func bodiesOf[T any](t *testing.T, recs []events.Record, k events.Kind) []T {
 	return out
 }
 
-func wantEnd(t *testing.T, v projector.View, status projector.Status, reason string) {
+// wantEnd takes an end reason, or the approval kind a waiting run names.
+func wantEnd[R ~string](t *testing.T, v projector.View, status projector.Status, reason R) {
 	t.Helper()
-	if v.Run.Status != status || v.Run.Reason != reason {
+	if v.Run.Status != status || v.Run.Reason != string(reason) {
 		t.Fatalf("run ended %s %q (%s), want %s %q", v.Run.Status, v.Run.Reason, v.Run.Detail, status, reason)
 	}
 }

@@ -44,7 +44,7 @@ func grant(t *testing.T, h *harness, run string) {
 		t.Fatalf("run %s (%s): no pending approval", run, v.Run.Status)
 	}
 	kp, _ := operator(t)
-	if _, err := client.New(h.log, nil).Decide(ctx, kp, run, a.ID, client.Decision{Decision: events.Grant, Reason: "checked", At: a.Requested.Add(time.Millisecond)}); err != nil {
+	if _, err := client.New(h.log, nil).Decide(ctx, kp, run, a.ID, client.Decision{Decision: events.DecisionGrant, Reason: "checked", At: a.Requested.Add(time.Millisecond)}); err != nil {
 		t.Fatalf("grant: %v", err)
 	}
 }

@@ -109,7 +109,7 @@ func TestAgent_TotalsFromTheEventsAlone(t *testing.T) {
 		if want := (events.ModelUsage{Calls: 3, InputTokens: 300, OutputTokens: 60}); sum != want || v.Model.Charged() != want {
 			t.Errorf("summed %+v, folded %+v, want %+v", sum, v.Model.Charged(), want)
 		}
-		sumr, err := replay.Check(t.Context(), h.log, policy.WithID(policy.DefaultSideEffects(), "side-effects default"), replay.Selection{}, replay.Options{}, nil)
+		sumr, err := replay.Audit(t.Context(), h.log, policy.WithID(policy.DefaultSideEffects(), "side-effects default"), replay.Selection{}, replay.Options{}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

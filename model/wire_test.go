@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/arbiter-run/arbiter/events"
 	"github.com/arbiter-run/arbiter/model"
 	"github.com/arbiter-run/arbiter/testkit"
 )
@@ -24,7 +25,8 @@ type wire struct {
 	empty    func() string
 	// badArgs are arguments the format can carry that fail the tool's
 	// check, and the observation kind they get.
-	badArgs, badKind string
+	badArgs string
+	badKind events.ObservationKind
 }
 
 var wires = []wire{openAIWire, anthropicWire}

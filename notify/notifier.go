@@ -5,10 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/arbiter-run/arbiter/events"
+	"github.com/arbiter-run/arbiter/internal/layout"
 	"github.com/arbiter-run/arbiter/projector"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -44,7 +44,7 @@ type Config struct {
 
 func (c Config) withDefaults() Config {
 	if c.Durable == "" {
-		c.Durable = DefaultDurable
+		c.Durable = layout.NotifyConsumer
 	}
 	if c.Attempts == 0 {
 		c.Attempts = 6
@@ -102,10 +102,10 @@ const ackWait = 30 * time.Second
 // administrator's setup creates it for the default name.
 func ConsumerConfig(log *events.Log, k int, durable string) jetstream.ConsumerConfig {
 	if durable == "" {
-		durable = DefaultDurable
+		durable = layout.NotifyConsumer
 	}
 	return jetstream.ConsumerConfig{
-		Durable:       durable + "_" + strconv.Itoa(k),
+		Durable:       layout.ShardConsumer(durable, k),
 		FilterSubject: log.KindFilter(k, events.ApprovalRequested),
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		AckWait:       ackWait,
@@ -113,9 +113,6 @@ func ConsumerConfig(log *events.Log, k int, durable string) jetstream.ConsumerCo
 		DeliverPolicy: jetstream.DeliverAllPolicy,
 	}
 }
-
-// DefaultDurable is the default name of the notifiers' consumers.
-const DefaultDurable = "arbiter_notify"
 
 // Run follows every shard until ctx is done (nil) or a shard's consumer
 // fails (its error).

@@ -25,9 +25,9 @@ import (
 // the reason: hostile text for the notice.
 type quotePolicy struct{}
 
-func (quotePolicy) Evaluate(_ context.Context, req policy.Request, _ projector.View) (policy.Decision, error) {
+func (quotePolicy) Evaluate(_ context.Context, req policy.Request, _ projector.View) (policy.Ruling, error) {
 	if req.Tool.Name != "send" {
-		return policy.Decision{Outcome: policy.Allow}, nil
+		return policy.Ruling{Outcome: events.Allow}, nil
 	}
 	var a struct{ Note string }
 	_ = json.Unmarshal(req.Args, &a)

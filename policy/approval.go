@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/arbiter-run/arbiter/events"
 	"github.com/arbiter-run/arbiter/jsonform"
 )
 
@@ -12,20 +13,20 @@ import (
 // are marshalled to JSON here, so a value that will not marshal is an error
 // in the policy rather than a corrupt approval. nil (typed nil included) becomes {}. A
 // json.RawMessage (or []byte) is taken as JSON and held to the boundary of
-// [jsonform.Check].
-func NeedApproval(kind, reason string, capability, presentation any) (Decision, error) {
+// [jsonform.Validate].
+func NeedApproval(kind, reason string, capability, presentation any) (Ruling, error) {
 	if kind == "" {
-		return Decision{}, fmt.Errorf("need approval: empty kind")
+		return Ruling{}, fmt.Errorf("need approval: empty kind")
 	}
 	c, err := approvalJSON(capability)
 	if err != nil {
-		return Decision{}, fmt.Errorf("need approval %q: capability: %w", kind, err)
+		return Ruling{}, fmt.Errorf("need approval %q: capability: %w", kind, err)
 	}
 	p, err := approvalJSON(presentation)
 	if err != nil {
-		return Decision{}, fmt.Errorf("need approval %q: presentation: %w", kind, err)
+		return Ruling{}, fmt.Errorf("need approval %q: presentation: %w", kind, err)
 	}
-	return Decision{Outcome: RequireApproval, Reason: reason, Approval: &Approval{Kind: kind, Capability: c, Presentation: p}}, nil
+	return Ruling{Outcome: events.RequireApproval, Reason: reason, Approval: &Approval{Kind: kind, Capability: c, Presentation: p}}, nil
 }
 
 func approvalJSON(v any) (json.RawMessage, error) {

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/arbiter-run/arbiter/events"
 	"github.com/arbiter-run/arbiter/jsonform"
 	"github.com/arbiter-run/arbiter/policy"
 )
@@ -17,8 +18,8 @@ func TestNeedApproval_BuildsRequireApproval(t *testing.T) {
 	if err != nil {
 		t.Fatalf("NeedApproval: %v", err)
 	}
-	if dec.Outcome != policy.RequireApproval {
-		t.Errorf("outcome = %q, want %q", dec.Outcome, policy.RequireApproval)
+	if dec.Outcome != events.RequireApproval {
+		t.Errorf("outcome = %q, want %q", dec.Outcome, events.RequireApproval)
 	}
 	if dec.Reason != "publishing needs an operator" {
 		t.Errorf("reason = %q, want %q", dec.Reason, "publishing needs an operator")

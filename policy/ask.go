@@ -19,7 +19,7 @@ import (
 // take their answer from [Ask].
 type Verdict struct {
 	// Outcome is one of the four, or "" when Err is set.
-	Outcome Outcome
+	Outcome events.Outcome
 	Reason  string
 	// Approval is set for [RequireApproval]: its kind and reason, its
 	// capability and presentation in PolicyJSON form (a missing one is
@@ -30,7 +30,7 @@ type Verdict struct {
 	// runtime's default).
 	ExpiresIn time.Duration
 	// Parts is what each member of a composed policy answered (see
-	// [Decision.Parts]), recorded with the result.
+	// [Ruling.Parts]), recorded with the result.
 	Parts []events.PolicyPart
 	// Err is set when the policy gave no answer the runtime can act on: it
 	// returned an error, panicked, answered an outcome outside the four,
@@ -58,7 +58,7 @@ func Ask(ctx context.Context, p Policy, req Request, view projector.View) Verdic
 		return fail("%v", err)
 	case !dec.Outcome.Valid():
 		return fail("outcome %q (want allow, deny, abort or require_approval)", dec.Outcome)
-	case dec.Outcome != RequireApproval:
+	case dec.Outcome != events.RequireApproval:
 		return Verdict{Outcome: dec.Outcome, Reason: dec.Reason, Parts: dec.Parts}
 	}
 	a := dec.Approval
@@ -74,7 +74,7 @@ func Ask(ctx context.Context, p Policy, req Request, view projector.View) Verdic
 		return fail("approval %q presentation: %v", a.Kind, err)
 	}
 	return Verdict{
-		Outcome: RequireApproval, Reason: dec.Reason, ExpiresIn: a.ExpiresIn, Parts: dec.Parts,
+		Outcome: events.RequireApproval, Reason: dec.Reason, ExpiresIn: a.ExpiresIn, Parts: dec.Parts,
 		Approval: &events.ApprovalRequest{
 			Kind: a.Kind, Reason: dec.Reason, Capability: capability, Presentation: presentation,
 			Hash: approvals.Hash(a.Kind, capability, presentation, req.Tool, req.Args),
@@ -83,7 +83,7 @@ func Ask(ctx context.Context, p Policy, req Request, view projector.View) Verdic
 }
 
 // evaluate calls p, turning a panic into an error.
-func evaluate(ctx context.Context, p Policy, req Request, view projector.View) (dec Decision, err error) {
+func evaluate(ctx context.Context, p Policy, req Request, view projector.View) (dec Ruling, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("panicked: %v", r)

@@ -72,10 +72,10 @@ func (c *Composed) Members() []string {
 // member's id, because the member's part just before says the id, and a
 // rules file's id is a 77-character hash that would otherwise be written
 // again for every rule that applied, on every step.
-func (c *Composed) Evaluate(ctx context.Context, req Request, view projector.View) (Decision, error) {
-	var win, ask *Decision
+func (c *Composed) Evaluate(ctx context.Context, req Request, view projector.View) (Ruling, error) {
+	var win, ask *Ruling
 	winID := ""
-	ds := make([]Decision, len(c.members))
+	ds := make([]Ruling, len(c.members))
 	n := len(c.members)
 	for i, m := range c.members {
 		// Each member its own copy; the last takes the one this policy was
@@ -86,10 +86,10 @@ func (c *Composed) Evaluate(ctx context.Context, req Request, view projector.Vie
 		}
 		d, err := m.Evaluate(ctx, r, v)
 		if err != nil {
-			return Decision{}, fmt.Errorf("member %s: %w", m.PolicyID(), err)
+			return Ruling{}, fmt.Errorf("member %s: %w", m.PolicyID(), err)
 		}
 		if !d.Outcome.Valid() {
-			return Decision{}, fmt.Errorf("member %s: outcome %q (want allow, deny, abort or require_approval)", m.PolicyID(), d.Outcome)
+			return Ruling{}, fmt.Errorf("member %s: outcome %q (want allow, deny, abort or require_approval)", m.PolicyID(), d.Outcome)
 		}
 		ds[i] = d
 		n += len(d.Parts)
@@ -97,7 +97,7 @@ func (c *Composed) Evaluate(ctx context.Context, req Request, view projector.Vie
 	parts := make([]events.PolicyPart, 0, n)
 	for i, m := range c.members {
 		d := ds[i]
-		parts = append(parts, events.PolicyPart{ID: m.PolicyID(), Outcome: string(d.Outcome), Reason: d.Reason})
+		parts = append(parts, events.PolicyPart{ID: m.PolicyID(), Outcome: d.Outcome, Reason: d.Reason})
 		prefix := c.prefixes[i]
 		for _, p := range d.Parts {
 			p.ID = prefix + p.ID
@@ -107,25 +107,25 @@ func (c *Composed) Evaluate(ctx context.Context, req Request, view projector.Vie
 			dd := d
 			win, winID = &dd, m.PolicyID()
 		}
-		if d.Outcome == RequireApproval && ask == nil {
+		if d.Outcome == events.RequireApproval && ask == nil {
 			dd := d
 			ask = &dd
 		}
 	}
-	out := Decision{Outcome: win.Outcome, Reason: winID + ": " + win.Reason, Parts: parts}
-	if out.Outcome == RequireApproval {
+	out := Ruling{Outcome: win.Outcome, Reason: winID + ": " + win.Reason, Parts: parts}
+	if out.Outcome == events.RequireApproval {
 		out.Approval = ask.Approval
 	}
 	return out, nil
 }
 
-func strength(o Outcome) int {
+func strength(o events.Outcome) int {
 	switch o {
-	case Abort:
+	case events.Abort:
 		return 4
-	case Deny:
+	case events.Deny:
 		return 3
-	case RequireApproval:
+	case events.RequireApproval:
 		return 2
 	}
 	return 1

@@ -13,19 +13,19 @@ import (
 
 // fixed answers the same whatever it is asked, and counts its calls.
 type fixed struct {
-	d     policy.Decision
+	d     policy.Ruling
 	err   error
 	calls *int
 }
 
-func (f fixed) Evaluate(context.Context, policy.Request, projector.View) (policy.Decision, error) {
+func (f fixed) Evaluate(context.Context, policy.Request, projector.View) (policy.Ruling, error) {
 	*f.calls++
 	return f.d, f.err
 }
 
-func member(id string, o policy.Outcome, calls *int) policy.IdentifiedPolicy {
-	d := policy.Decision{Outcome: o, Reason: id + " says " + string(o)}
-	if o == policy.RequireApproval {
+func member(id string, o events.Outcome, calls *int) policy.IdentifiedPolicy {
+	d := policy.Ruling{Outcome: o, Reason: id + " says " + string(o)}
+	if o == events.RequireApproval {
 		d, _ = policy.NeedApproval(id, id+" says ask", nil, nil)
 	}
 	return policy.WithID(fixed{d: d, calls: calls}, id)
@@ -37,7 +37,7 @@ func composeReq() (policy.Request, projector.View) {
 
 // TestCompose_DenyWinsWhateverTheOrderAndAllAreAsked.
 func TestCompose_DenyWinsWhateverTheOrderAndAllAreAsked(t *testing.T) {
-	outcomes := []policy.Outcome{policy.Allow, policy.RequireApproval, policy.Deny}
+	outcomes := []events.Outcome{events.Allow, events.RequireApproval, events.Deny}
 	perms := [][]int{{0, 1, 2}, {0, 2, 1}, {1, 0, 2}, {1, 2, 0}, {2, 0, 1}, {2, 1, 0}}
 	for _, perm := range perms {
 		var calls int
@@ -54,7 +54,7 @@ func TestCompose_DenyWinsWhateverTheOrderAndAllAreAsked(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if d.Outcome != policy.Deny || d.Reason != "deny: deny says deny" {
+		if d.Outcome != events.Deny || d.Reason != "deny: deny says deny" {
 			t.Errorf("order %v: got %s %q, want deny from the deny member", perm, d.Outcome, d.Reason)
 		}
 		if calls != 3 {
@@ -64,7 +64,7 @@ func TestCompose_DenyWinsWhateverTheOrderAndAllAreAsked(t *testing.T) {
 			t.Fatalf("order %v: parts %+v, want one per member", perm, d.Parts)
 		}
 		for i, p := range d.Parts {
-			if o := outcomes[perm[i]]; p.ID != string(o) || p.Outcome != string(o) || p.Reason != string(o)+" says "+string(o) && o != policy.RequireApproval {
+			if o := outcomes[perm[i]]; p.ID != string(o) || p.Outcome != o || p.Reason != string(o)+" says "+string(o) && o != events.RequireApproval {
 				t.Errorf("order %v: part %d = %+v, want member %s's id, outcome and reason", perm, i, p, o)
 			}
 		}
@@ -73,13 +73,13 @@ func TestCompose_DenyWinsWhateverTheOrderAndAllAreAsked(t *testing.T) {
 
 func TestCompose_Strength(t *testing.T) {
 	tests := []struct {
-		in   []policy.Outcome
-		want policy.Outcome
+		in   []events.Outcome
+		want events.Outcome
 	}{
-		{[]policy.Outcome{policy.Allow, policy.Allow}, policy.Allow},
-		{[]policy.Outcome{policy.Allow, policy.RequireApproval}, policy.RequireApproval},
-		{[]policy.Outcome{policy.Deny, policy.Abort}, policy.Abort},
-		{[]policy.Outcome{policy.Abort, policy.Deny}, policy.Abort},
+		{[]events.Outcome{events.Allow, events.Allow}, events.Allow},
+		{[]events.Outcome{events.Allow, events.RequireApproval}, events.RequireApproval},
+		{[]events.Outcome{events.Deny, events.Abort}, events.Abort},
+		{[]events.Outcome{events.Abort, events.Deny}, events.Abort},
 	}
 	for _, tt := range tests {
 		var calls int
@@ -93,7 +93,7 @@ func TestCompose_Strength(t *testing.T) {
 		if err != nil || d.Outcome != tt.want {
 			t.Errorf("%v: got %s (%v), want %s", tt.in, d.Outcome, err, tt.want)
 		}
-		if tt.want == policy.RequireApproval && (d.Approval == nil || d.Approval.Kind != "require_approvalb") {
+		if tt.want == events.RequireApproval && (d.Approval == nil || d.Approval.Kind != "require_approvalb") {
 			t.Errorf("%v: approval %+v, want the asking member's", tt.in, d.Approval)
 		}
 	}
@@ -106,7 +106,7 @@ func TestCompose_IDDerivedFromMembers(t *testing.T) {
 	id := func(ids ...string) string {
 		var ms []policy.Policy
 		for _, s := range ids {
-			ms = append(ms, member(s, policy.Allow, &n))
+			ms = append(ms, member(s, events.Allow, &n))
 		}
 		c, err := policy.Compose(ms...)
 		if err != nil {
@@ -130,7 +130,7 @@ func TestCompose_IDDerivedFromMembers(t *testing.T) {
 
 func TestCompose_MemberWithoutIDRefused(t *testing.T) {
 	var n int
-	_, err := policy.Compose(member("a", policy.Allow, &n), policy.DefaultSideEffects())
+	_, err := policy.Compose(member("a", events.Allow, &n), policy.DefaultSideEffects())
 	if !errors.Is(err, policy.ErrBadID) {
 		t.Errorf("Compose with an unnamed member = %v, want ErrBadID", err)
 	}
@@ -145,9 +145,9 @@ func TestCompose_MemberErrorFailsClosed(t *testing.T) {
 	var n int
 	boom := errors.New("boom")
 	bad := policy.WithID(fixed{err: boom, calls: &n}, "bad")
-	odd := policy.WithID(fixed{d: policy.Decision{Outcome: "maybe"}, calls: &n}, "odd")
+	odd := policy.WithID(fixed{d: policy.Ruling{Outcome: "maybe"}, calls: &n}, "odd")
 	for _, m := range []policy.Policy{bad, odd} {
-		c, _ := policy.Compose(member("ok", policy.Allow, &n), m)
+		c, _ := policy.Compose(member("ok", events.Allow, &n), m)
 		req, v := composeReq()
 		if _, err := c.Evaluate(context.Background(), req, v); err == nil {
 			t.Errorf("member %s: no error, want one", policy.ID(m))
@@ -170,7 +170,7 @@ func (h hider) Visible(t events.ToolSpec, _ projector.View) bool { return t.Name
 
 func TestCompose_VisibleOnlyWhenEveryMemberShows(t *testing.T) {
 	var n int
-	c, err := policy.Compose(member("a", policy.Allow, &n), policy.WithID(hider{fixed: fixed{calls: &n}, hide: "x"}, "h"))
+	c, err := policy.Compose(member("a", events.Allow, &n), policy.WithID(hider{fixed: fixed{calls: &n}, hide: "x"}, "h"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,7 +179,7 @@ func TestCompose_VisibleOnlyWhenEveryMemberShows(t *testing.T) {
 		t.Error("a member wrapped by WithID lost its Visible, want it shown (WithID keeps only Evaluate)")
 	}
 	named := namedHider{hider{fixed: fixed{calls: &n}, hide: "x"}}
-	c, _ = policy.Compose(member("a", policy.Allow, &n), named)
+	c, _ = policy.Compose(member("a", events.Allow, &n), named)
 	if policy.Visible(c, events.ToolSpec{Name: "x"}, projector.View{}) || !policy.Visible(c, events.ToolSpec{Name: "y"}, projector.View{}) {
 		t.Error("composed visibility: want x hidden by the member, y shown")
 	}
@@ -204,8 +204,8 @@ func TestDiscovers(t *testing.T) {
 	if policy.Discovers(policy.DefaultSideEffects()) || !policy.Discovers(h) || policy.Discovers(q) {
 		t.Error("Discovers: want false for a policy that is no Discoverer or says so, true for a Discoverer")
 	}
-	c1, _ := policy.Compose(member("a", policy.Allow, &n), q)
-	c2, _ := policy.Compose(member("a", policy.Allow, &n), q, h)
+	c1, _ := policy.Compose(member("a", events.Allow, &n), q)
+	c2, _ := policy.Compose(member("a", events.Allow, &n), q, h)
 	if policy.Discovers(c1) || !policy.Discovers(c2) {
 		t.Error("Composed.Discovers: want true only when a member discovers")
 	}

@@ -1,7 +1,8 @@
 // Package policy owns the contract between the runtime and the code that
-// decides whether a requested tool call runs: the [Policy] interface, its
-// four outcomes, the [Request] it is handed, identities, approvals asked for
-// with [NeedApproval], and the built-in [SideEffectPolicy].
+// decides whether a requested tool call runs: the [Policy] interface, the
+// [Ruling] it answers (one of the four [events.Outcome]s), the [Request]
+// it is handed, identities, approvals asked for with [NeedApproval], and
+// the built-in [SideEffectPolicy].
 //
 // A policy is a pure function of the request and the run view. This package
 // must not execute tools, append events or talk to the network.
@@ -19,27 +20,6 @@ import (
 	"github.com/arbiter-run/arbiter/events"
 	"github.com/arbiter-run/arbiter/projector"
 )
-
-// Outcome is what a policy answers. The set is closed: anything else, the
-// empty outcome included, fails the run as internal_error with nothing run.
-type Outcome string
-
-// The four outcomes.
-const (
-	Allow           Outcome = projector.Allow
-	Deny            Outcome = projector.Deny
-	Abort           Outcome = projector.Abort
-	RequireApproval Outcome = projector.RequireApproval
-)
-
-// Valid reports whether o is one of the four outcomes.
-func (o Outcome) Valid() bool {
-	switch o {
-	case Allow, Deny, Abort, RequireApproval:
-		return true
-	}
-	return false
-}
 
 // Request is the tool call a policy decides on. Args and Tool.Schema are in
 // PolicyJSON form, the same bytes in the loop, on resume and in replay.
@@ -71,9 +51,9 @@ type Approval struct {
 	ExpiresIn time.Duration
 }
 
-// Decision is a policy's answer.
-type Decision struct {
-	Outcome  Outcome
+// Ruling is a policy's answer.
+type Ruling struct {
+	Outcome  events.Outcome
 	Reason   string
 	Approval *Approval
 	// Parts, when set, is recorded with the result: what each member of a
@@ -85,7 +65,7 @@ type Decision struct {
 // the view it is handed (it is a copy, so changing it changes nothing the
 // runtime sees). An error fails the run closed.
 type Policy interface {
-	Evaluate(ctx context.Context, req Request, view projector.View) (Decision, error)
+	Evaluate(ctx context.Context, req Request, view projector.View) (Ruling, error)
 }
 
 // IdentifiedPolicy is a policy that names itself. Its id is recorded with

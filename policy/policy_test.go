@@ -11,38 +11,6 @@ import (
 	"github.com/arbiter-run/arbiter/projector"
 )
 
-func TestOutcome_Valid(t *testing.T) {
-	tests := []struct {
-		o    policy.Outcome
-		want bool
-	}{
-		{policy.Allow, true},
-		{policy.Deny, true},
-		{policy.Abort, true},
-		{policy.RequireApproval, true},
-		{"", false},
-		{"ALLOW", false},
-		{"approve", false},
-		{"allow ", false},
-	}
-	for _, tt := range tests {
-		if got := tt.o.Valid(); got != tt.want {
-			t.Errorf("Outcome(%q).Valid() = %v, want %v", tt.o, got, tt.want)
-		}
-	}
-}
-
-func TestOutcome_MatchesRecordedForm(t *testing.T) {
-	for o, rec := range map[policy.Outcome]string{
-		policy.Allow: projector.Allow, policy.Deny: projector.Deny,
-		policy.Abort: projector.Abort, policy.RequireApproval: projector.RequireApproval,
-	} {
-		if string(o) != rec {
-			t.Errorf("outcome %q is recorded as %q, want the same string", o, rec)
-		}
-	}
-}
-
 func TestValidateID(t *testing.T) {
 	tests := []struct {
 		name string
@@ -82,9 +50,9 @@ func TestValidateID(t *testing.T) {
 // allowAll is a policy with no identity of its own.
 type allowAll struct{ calls *int }
 
-func (p allowAll) Evaluate(context.Context, policy.Request, projector.View) (policy.Decision, error) {
+func (p allowAll) Evaluate(context.Context, policy.Request, projector.View) (policy.Ruling, error) {
 	*p.calls++
-	return policy.Decision{Outcome: policy.Allow, Reason: "all"}, nil
+	return policy.Ruling{Outcome: events.Allow, Reason: "all"}, nil
 }
 
 // identified names itself.
@@ -116,7 +84,7 @@ func TestWithID_NamesAndDelegates(t *testing.T) {
 		t.Errorf("ID(WithID(p)) = %q, want %q", got, "rules v2")
 	}
 	dec, err := p.Evaluate(t.Context(), policy.Request{Tool: events.ToolSpec{Name: "x"}}, projector.View{})
-	if err != nil || dec.Outcome != policy.Allow || dec.Reason != "all" {
+	if err != nil || dec.Outcome != events.Allow || dec.Reason != "all" {
 		t.Errorf("Evaluate = %+v, %v, want the wrapped policy's allow", dec, err)
 	}
 	if calls != 1 {

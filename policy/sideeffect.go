@@ -11,7 +11,7 @@ import (
 // SideEffectPolicy decides by the side-effect class a tool declared: a map
 // from class to outcome. A class with no entry is denied. It has no id; wrap
 // it with [WithID] to make its decisions re-checkable.
-type SideEffectPolicy map[string]Outcome
+type SideEffectPolicy map[events.SideEffect]events.Outcome
 
 var _ Policy = SideEffectPolicy(nil)
 
@@ -19,10 +19,10 @@ var _ Policy = SideEffectPolicy(nil)
 // allowed, remote changes need an operator, destructive calls are denied.
 func DefaultSideEffects() SideEffectPolicy {
 	return SideEffectPolicy{
-		events.ReadOnly:       Allow,
-		events.LocalMutation:  Allow,
-		events.RemoteMutation: RequireApproval,
-		events.Destructive:    Deny,
+		events.ReadOnly:       events.Allow,
+		events.LocalMutation:  events.Allow,
+		events.RemoteMutation: events.RequireApproval,
+		events.Destructive:    events.Deny,
 	}
 }
 
@@ -32,16 +32,16 @@ func DefaultSideEffects() SideEffectPolicy {
 // the approval hash binds the exact request's arguments already
 // (docs/adr/0004), the operator commands show them from the request, and an
 // approval event then carries them once.
-func (p SideEffectPolicy) Evaluate(_ context.Context, req Request, _ projector.View) (Decision, error) {
+func (p SideEffectPolicy) Evaluate(_ context.Context, req Request, _ projector.View) (Ruling, error) {
 	class := req.Tool.SideEffect
 	o, ok := p[class]
 	if !ok {
-		return Decision{Outcome: Deny, Reason: fmt.Sprintf("side-effect class %q has no policy entry", class)}, nil
+		return Ruling{Outcome: events.Deny, Reason: fmt.Sprintf("side-effect class %q has no policy entry", class)}, nil
 	}
 	reason := fmt.Sprintf("%s tool %s", class, req.Tool.Name)
-	if o != RequireApproval {
-		return Decision{Outcome: o, Reason: reason}, nil
+	if o != events.RequireApproval {
+		return Ruling{Outcome: o, Reason: reason}, nil
 	}
 	capability := map[string]any{"tool": req.Tool.Name}
-	return NeedApproval(class, reason+" needs an operator", capability, capability)
+	return NeedApproval(string(class), reason+" needs an operator", capability, capability)
 }

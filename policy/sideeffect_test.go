@@ -9,7 +9,7 @@ import (
 	"github.com/arbiter-run/arbiter/projector"
 )
 
-func request(class string) policy.Request {
+func request(class events.SideEffect) policy.Request {
 	return policy.Request{
 		Run: "run-1", Step: 1,
 		Tool: events.ToolSpec{Name: "send", SideEffect: class, Schema: json.RawMessage(`{"type":"object"}`), Hash: "h"},
@@ -19,17 +19,17 @@ func request(class string) policy.Request {
 
 func TestSideEffectPolicy_DefaultMapsEachClass(t *testing.T) {
 	tests := []struct {
-		class string
-		want  policy.Outcome
+		class events.SideEffect
+		want  events.Outcome
 	}{
-		{events.ReadOnly, policy.Allow},
-		{events.LocalMutation, policy.Allow},
-		{events.RemoteMutation, policy.RequireApproval},
-		{events.Destructive, policy.Deny},
+		{events.ReadOnly, events.Allow},
+		{events.LocalMutation, events.Allow},
+		{events.RemoteMutation, events.RequireApproval},
+		{events.Destructive, events.Deny},
 	}
 	p := policy.DefaultSideEffects()
 	for _, tt := range tests {
-		t.Run(tt.class, func(t *testing.T) {
+		t.Run(string(tt.class), func(t *testing.T) {
 			dec, err := p.Evaluate(t.Context(), request(tt.class), projector.View{})
 			if err != nil {
 				t.Fatalf("Evaluate: %v", err)
@@ -40,7 +40,7 @@ func TestSideEffectPolicy_DefaultMapsEachClass(t *testing.T) {
 			if dec.Reason == "" {
 				t.Errorf("outcome for %s has no reason", tt.class)
 			}
-			if got := dec.Approval != nil; got != (tt.want == policy.RequireApproval) {
+			if got := dec.Approval != nil; got != (tt.want == events.RequireApproval) {
 				t.Errorf("approval present = %v for %s, want %v", got, tt.class, !got)
 			}
 		})
@@ -48,13 +48,13 @@ func TestSideEffectPolicy_DefaultMapsEachClass(t *testing.T) {
 }
 
 func TestSideEffectPolicy_UnknownClassDenied(t *testing.T) {
-	for _, class := range []string{"", "remote", "READ_ONLY", "read_only "} {
+	for _, class := range []events.SideEffect{"", "remote", "READ_ONLY", "read_only "} {
 		dec, err := policy.DefaultSideEffects().Evaluate(t.Context(), request(class), projector.View{})
 		if err != nil {
 			t.Fatalf("Evaluate(%q): %v", class, err)
 		}
-		if dec.Outcome != policy.Deny {
-			t.Errorf("outcome for class %q = %q, want %q", class, dec.Outcome, policy.Deny)
+		if dec.Outcome != events.Deny {
+			t.Errorf("outcome for class %q = %q, want %q", class, dec.Outcome, events.Deny)
 		}
 	}
 }
@@ -62,31 +62,31 @@ func TestSideEffectPolicy_UnknownClassDenied(t *testing.T) {
 // TestSideEffectPolicy_MissingEntryDenied: a custom map that leaves a class
 // out denies it; it never falls open.
 func TestSideEffectPolicy_MissingEntryDenied(t *testing.T) {
-	p := policy.SideEffectPolicy{events.ReadOnly: policy.Allow}
-	for _, class := range []string{events.LocalMutation, events.RemoteMutation, events.Destructive} {
+	p := policy.SideEffectPolicy{events.ReadOnly: events.Allow}
+	for _, class := range []events.SideEffect{events.LocalMutation, events.RemoteMutation, events.Destructive} {
 		dec, err := p.Evaluate(t.Context(), request(class), projector.View{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if dec.Outcome != policy.Deny {
-			t.Errorf("outcome for unmapped %s = %q, want %q", class, dec.Outcome, policy.Deny)
+		if dec.Outcome != events.Deny {
+			t.Errorf("outcome for unmapped %s = %q, want %q", class, dec.Outcome, events.Deny)
 		}
 	}
 	var empty policy.SideEffectPolicy
 	dec, err := empty.Evaluate(t.Context(), request(events.ReadOnly), projector.View{})
-	if err != nil || dec.Outcome != policy.Deny {
-		t.Errorf("nil SideEffectPolicy = %q, %v, want %q", dec.Outcome, err, policy.Deny)
+	if err != nil || dec.Outcome != events.Deny {
+		t.Errorf("nil SideEffectPolicy = %q, %v, want %q", dec.Outcome, err, events.Deny)
 	}
 }
 
 func TestSideEffectPolicy_CustomMapping(t *testing.T) {
-	p := policy.SideEffectPolicy{events.Destructive: policy.Abort, events.ReadOnly: policy.RequireApproval}
+	p := policy.SideEffectPolicy{events.Destructive: events.Abort, events.ReadOnly: events.RequireApproval}
 	dec, err := p.Evaluate(t.Context(), request(events.Destructive), projector.View{})
-	if err != nil || dec.Outcome != policy.Abort {
-		t.Errorf("destructive under a custom map = %q, %v, want %q", dec.Outcome, err, policy.Abort)
+	if err != nil || dec.Outcome != events.Abort {
+		t.Errorf("destructive under a custom map = %q, %v, want %q", dec.Outcome, err, events.Abort)
 	}
 	dec, err = p.Evaluate(t.Context(), request(events.ReadOnly), projector.View{})
-	if err != nil || dec.Outcome != policy.RequireApproval || dec.Approval == nil || dec.Approval.Kind != events.ReadOnly {
+	if err != nil || dec.Outcome != events.RequireApproval || dec.Approval == nil || dec.Approval.Kind != string(events.ReadOnly) {
 		t.Errorf("read_only under a custom map = %+v, %v, want require_approval of kind read_only", dec, err)
 	}
 }
@@ -102,7 +102,7 @@ func TestSideEffectPolicy_ApprovalBindsTheExactRequest(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := dec.Approval
-	if a.Kind != events.RemoteMutation {
+	if a.Kind != string(events.RemoteMutation) {
 		t.Errorf("kind = %q, want %q", a.Kind, events.RemoteMutation)
 	}
 	want := `{"tool":"send"}`

@@ -127,7 +127,7 @@ func TestFold_BudgetApprovalExpiredExceedsTheBudget(t *testing.T) {
 	h.add(events.ApprovalBudget, budgetBody("budget-1", 2, 1, budgetUsed))
 	h.add(events.ApprovalExpired, events.ExpiredBody{Approval: "budget-1"})
 	v := h.fold()
-	if v.Run.Status != projector.Failed || v.Run.Reason != events.ReasonBudgetExceeded || v.Approval("budget-1").State != projector.Expired {
+	if v.Run.Status != projector.Failed || v.Run.Reason != string(events.ReasonBudgetExceeded) || v.Approval("budget-1").State != projector.Expired {
 		t.Errorf("run %s %q, approval %s: want failed budget_exceeded, expired", v.Run.Status, v.Run.Reason, v.Approval("budget-1").State)
 	}
 }

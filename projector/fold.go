@@ -13,14 +13,6 @@ import (
 // that does not exist. A run whose events do not fold is never driven.
 var ErrFold = errors.New("event does not fold")
 
-// Outcomes as recorded in policy results.
-const (
-	Allow           = "allow"
-	Deny            = "deny"
-	Abort           = "abort"
-	RequireApproval = "require_approval"
-)
-
 // Fold folds evs, a run's events from its first on, into a view.
 func Fold(evs ...events.Event) (View, error) {
 	var v View
@@ -149,7 +141,7 @@ func (v *View) decided(e events.Event, b events.StepDecidedBody) error {
 			return v.errf(e, "step %d decided with the policy result of step %d", b.Step, pb.Step)
 		case pb.Approval != nil || pb.Consumes != "" || pb.Resume || pb.Origin != events.OriginPolicy:
 			return v.errf(e, "a decision's own policy result asks for, consumes or resumes an approval, or is not the policy's")
-		case pb.Outcome != Allow && pb.Outcome != Deny && pb.Outcome != Abort:
+		case pb.Outcome != events.Allow && pb.Outcome != events.Deny && pb.Outcome != events.Abort:
 			return v.errf(e, "a decision's own policy result has outcome %q", pb.Outcome)
 		case b.Oversize != nil:
 			return v.errf(e, "an oversize decision carries a policy result: it is never shown to the policy")
@@ -182,10 +174,10 @@ func (v *View) policy(e events.Event, b events.PolicyBody) error {
 	}
 	wantApproval := e.Kind == events.ApprovalRequested
 	switch {
-	case wantApproval && (b.Outcome != RequireApproval || b.Approval == nil):
+	case wantApproval && (b.Outcome != events.RequireApproval || b.Approval == nil):
 		return v.errf(e, "approval request with outcome %q and approval %v", b.Outcome, b.Approval != nil)
-	case !wantApproval && b.Outcome != Allow && b.Outcome != Deny && b.Outcome != Abort &&
-		!(b.Outcome == RequireApproval && b.Consumes != ""):
+	case !wantApproval && b.Outcome != events.Allow && b.Outcome != events.Deny && b.Outcome != events.Abort &&
+		!(b.Outcome == events.RequireApproval && b.Consumes != ""):
 		return v.errf(e, "policy result with outcome %q", b.Outcome)
 	}
 	var consumed *Approval
@@ -217,10 +209,10 @@ func (v *View) policy(e events.Event, b events.PolicyBody) error {
 			Origin: b.Origin, State: Pending, Requested: e.Time,
 		})
 		v.Run.Status, v.Run.Reason = Waiting, b.Approval.Kind
-	case b.Outcome == Deny:
+	case b.Outcome == events.Deny:
 		v.observe(s, events.ObservedBody{Step: b.Step, Kind: events.ObsPolicyDenied, Content: fmt.Sprintf("%s: %s", s.Decision.Tool, b.Reason)})
-	case b.Outcome == Abort:
-		v.Run.Status, v.Run.Reason, v.Run.Detail = Failed, events.ReasonPolicyAbort, b.Reason
+	case b.Outcome == events.Abort:
+		v.Run.Status, v.Run.Reason, v.Run.Detail = Failed, string(events.ReasonPolicyAbort), b.Reason
 	}
 	return nil
 }
@@ -320,10 +312,10 @@ func (v *View) expired(e events.Event, b events.ExpiredBody) error {
 	a.State = Expired
 	if a.Kind == events.BudgetApproval {
 		// No operator raised the budget: it stands, and the run passed it.
-		v.Run.Status, v.Run.Reason, v.Run.Detail = Failed, events.ReasonBudgetExceeded, budgetEnd(a, "expired with no decision")
+		v.Run.Status, v.Run.Reason, v.Run.Detail = Failed, string(events.ReasonBudgetExceeded), budgetEnd(a, "expired with no decision")
 		return nil
 	}
-	v.Run.Status, v.Run.Reason = Cancelled, events.ReasonApprovalExpired
+	v.Run.Status, v.Run.Reason = Cancelled, string(events.ReasonApprovalExpired)
 	return nil
 }
 
@@ -355,6 +347,6 @@ func (v *View) ended(e events.Event, b events.EndBody) error {
 	default:
 		v.Run.Status = Cancelled
 	}
-	v.Run.Reason, v.Run.Detail, v.Run.Result = b.Reason, b.Detail, b.Result
+	v.Run.Reason, v.Run.Detail, v.Run.Result = string(b.Reason), b.Detail, b.Result
 	return nil
 }

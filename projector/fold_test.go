@@ -75,7 +75,7 @@ func (h *history) decide(n int, tool, args string) events.Event {
 	return h.add(events.StepDecided, events.StepDecidedBody{Step: n, Tool: tool, Args: args, CallID: fmt.Sprintf("call-%d", n)})
 }
 
-func (h *history) policy(n int, outcome, reason string) events.Event {
+func (h *history) policy(n int, outcome events.Outcome, reason string) events.Event {
 	h.t.Helper()
 	return h.add(events.StepPolicy, events.PolicyBody{Step: n, Outcome: outcome, Reason: reason, PolicyID: "p1", ToolHash: "h-write"})
 }
@@ -83,7 +83,7 @@ func (h *history) policy(n int, outcome, reason string) events.Event {
 // consume records an allow that uses up the granted approval id.
 func (h *history) consume(n int, id string) events.Event {
 	h.t.Helper()
-	return h.add(events.StepPolicy, events.PolicyBody{Step: n, Outcome: projector.Allow, PolicyID: "p1", Consumes: id, Resume: true})
+	return h.add(events.StepPolicy, events.PolicyBody{Step: n, Outcome: events.Allow, PolicyID: "p1", Consumes: id, Resume: true})
 }
 
 func approvalRequest(id, kind string) *events.ApprovalRequest {
@@ -98,15 +98,15 @@ func approvalRequest(id, kind string) *events.ApprovalRequest {
 func (h *history) request(n int, id string) events.Event {
 	h.t.Helper()
 	return h.add(events.ApprovalRequested, events.PolicyBody{
-		Step: n, Outcome: projector.RequireApproval, PolicyID: "p1", Approval: approvalRequest(id, "remote_write"),
+		Step: n, Outcome: events.RequireApproval, PolicyID: "p1", Approval: approvalRequest(id, "remote_write"),
 	})
 }
 
 func (h *history) decideApproval(k events.Kind, id string) events.Event {
 	h.t.Helper()
-	d := events.Grant
+	d := events.DecisionGrant
 	if k == events.ApprovalDenied {
-		d = events.Deny
+		d = events.DecisionDeny
 	}
 	at := base.Add(time.Duration(len(h.evs)) * time.Second)
 	return h.add(k, events.DecisionBody{
@@ -120,7 +120,7 @@ func (h *history) grant(id string) events.Event {
 	return h.decideApproval(events.ApprovalGranted, id)
 }
 
-func (h *history) observe(n int, kind, content string) events.Event {
+func (h *history) observe(n int, kind events.ObservationKind, content string) events.Event {
 	h.t.Helper()
 	return h.add(events.StepObserved, events.ObservedBody{Step: n, Kind: kind, Content: content})
 }
@@ -158,7 +158,7 @@ func TestFold_RunCreatedStartsRunning(t *testing.T) {
 func TestFold_DenyIsPolicyDeniedObservation(t *testing.T) {
 	h := started(t, "r1")
 	h.decide(1, "write", `{"path":"/etc/passwd"}`)
-	h.policy(1, projector.Deny, "outside the workspace")
+	h.policy(1, events.Deny, "outside the workspace")
 	v := h.fold()
 	s := v.Step(1)
 	if s == nil || s.Observation == nil {
@@ -178,13 +178,13 @@ func TestFold_DenyIsPolicyDeniedObservation(t *testing.T) {
 	}
 
 	h.decide(2, "write", `{"path":"/etc/shadow"}`)
-	h.policy(2, projector.Deny, "outside the workspace")
+	h.policy(2, events.Deny, "outside the workspace")
 	if got := h.fold().Run.FailuresInRow; got != 2 {
 		t.Errorf("after a second deny: got FailuresInRow %d, want 2", got)
 	}
 
 	h.decide(3, "read", `{"path":"a.txt"}`)
-	h.policy(3, projector.Allow, "")
+	h.policy(3, events.Allow, "")
 	if v := h.fold(); !v.Step(3).Executing() {
 		t.Error("allowed step without observation: Executing() = false, want true")
 	}
@@ -195,8 +195,8 @@ func TestFold_DenyIsPolicyDeniedObservation(t *testing.T) {
 }
 
 func TestFold_FailedObservationsCountInRow(t *testing.T) {
-	for _, kind := range []string{events.ObsToolError, events.ObsTimeout, events.ObsInvalidArguments, events.ObsUnknownTool, events.ObsInvalidDecision} {
-		t.Run(kind, func(t *testing.T) {
+	for _, kind := range []events.ObservationKind{events.ObsToolError, events.ObsTimeout, events.ObsInvalidArguments, events.ObsUnknownTool, events.ObsInvalidDecision} {
+		t.Run(string(kind), func(t *testing.T) {
 			h := started(t, "r1")
 			h.decide(1, "read", `{}`)
 			h.observe(1, kind, "bad")
@@ -210,12 +210,12 @@ func TestFold_FailedObservationsCountInRow(t *testing.T) {
 func TestFold_AbortFailsRun(t *testing.T) {
 	h := started(t, "r1")
 	h.decide(1, "exec", `{"cmd":"rm -rf /"}`)
-	h.policy(1, projector.Abort, "destructive command")
+	h.policy(1, events.Abort, "destructive command")
 	v := h.fold()
-	if v.Run.Status != projector.Failed || v.Run.Reason != events.ReasonPolicyAbort || v.Run.Detail != "destructive command" {
+	if v.Run.Status != projector.Failed || v.Run.Reason != string(events.ReasonPolicyAbort) || v.Run.Detail != "destructive command" {
 		t.Errorf("run: got %s %q %q, want FAILED %q %q", v.Run.Status, v.Run.Reason, v.Run.Detail, events.ReasonPolicyAbort, "destructive command")
 	}
-	if s := v.Step(1); s.Observation != nil || s.Policy == nil || s.Policy.Outcome != projector.Abort {
+	if s := v.Step(1); s.Observation != nil || s.Policy == nil || s.Policy.Outcome != events.Abort {
 		t.Errorf("step 1: got policy %+v observation %+v", s.Policy, s.Observation)
 	}
 	if err := v.Apply(h.next(events.StepDecided, events.StepDecidedBody{Step: 2, Tool: "read"})); !errors.Is(err, projector.ErrFold) {
@@ -291,7 +291,7 @@ func TestFold_ConsumingRequireApprovalExecutes(t *testing.T) {
 	h.request(1, "a1")
 	h.grant("a1")
 	v := h.fold()
-	e := h.next(events.StepPolicy, events.PolicyBody{Step: 1, Outcome: projector.RequireApproval, PolicyID: "p1", Consumes: "a1", Resume: true})
+	e := h.next(events.StepPolicy, events.PolicyBody{Step: 1, Outcome: events.RequireApproval, PolicyID: "p1", Consumes: "a1", Resume: true})
 	if err := apply(t, &v, e); err != nil {
 		t.Fatalf("consuming require_approval: got %v, want it folded", err)
 	}
@@ -330,7 +330,7 @@ func TestFold_ConsumingUngrantedApprovalIsRefused(t *testing.T) {
 			}
 			v := h.fold()
 			before := h.fold()
-			err := v.Apply(h.next(events.StepPolicy, events.PolicyBody{Step: 1, Outcome: projector.Allow, Consumes: id}))
+			err := v.Apply(h.next(events.StepPolicy, events.PolicyBody{Step: 1, Outcome: events.Allow, Consumes: id}))
 			if !errors.Is(err, projector.ErrFold) {
 				t.Fatalf("got %v, want ErrFold", err)
 			}
@@ -355,7 +355,7 @@ func TestFold_ApprovalOfAnotherStepCannotBeConsumed(t *testing.T) {
 	if got := v.Approval("a1").State; got != projector.Superseded {
 		t.Fatalf("a1: got %s, want %s", got, projector.Superseded)
 	}
-	err := v.Apply(h.next(events.StepPolicy, events.PolicyBody{Step: 2, Outcome: projector.Allow, Consumes: "a1"}))
+	err := v.Apply(h.next(events.StepPolicy, events.PolicyBody{Step: 2, Outcome: events.Allow, Consumes: "a1"}))
 	if !errors.Is(err, projector.ErrFold) {
 		t.Fatalf("consume another step's approval: got %v, want ErrFold", err)
 	}
@@ -409,26 +409,26 @@ func TestFold_DecisionsOnlyAsAWorkerRecordsThem(t *testing.T) {
 	}{
 		{"second decision", func(h *history) events.Event {
 			h.grant("a1")
-			return h.next(events.ApprovalDenied, events.DecisionBody{Approval: "a1", Hash: "hash-a1", Decision: events.Deny, Received: base, Intake: 99})
+			return h.next(events.ApprovalDenied, events.DecisionBody{Approval: "a1", Hash: "hash-a1", Decision: events.DecisionDeny, Received: base, Intake: 99})
 		}},
 		{"unknown approval", func(h *history) events.Event {
-			return h.next(events.ApprovalGranted, events.DecisionBody{Approval: "forged", Decision: events.Grant, Received: base, Intake: 99})
+			return h.next(events.ApprovalGranted, events.DecisionBody{Approval: "forged", Decision: events.DecisionGrant, Received: base, Intake: 99})
 		}},
 		{"denial stored as a grant", func(h *history) events.Event {
-			return h.next(events.ApprovalGranted, events.DecisionBody{Approval: "a1", Hash: "hash-a1", Decision: events.Deny, Received: base, Intake: 99})
+			return h.next(events.ApprovalGranted, events.DecisionBody{Approval: "a1", Hash: "hash-a1", Decision: events.DecisionDeny, Received: base, Intake: 99})
 		}},
 		{"grant stored as a denial", func(h *history) events.Event {
-			return h.next(events.ApprovalDenied, events.DecisionBody{Approval: "a1", Hash: "hash-a1", Decision: events.Grant, Received: base, Intake: 99})
+			return h.next(events.ApprovalDenied, events.DecisionBody{Approval: "a1", Hash: "hash-a1", Decision: events.DecisionGrant, Received: base, Intake: 99})
 		}},
 		{"neither grant nor deny", func(h *history) events.Event {
 			return h.next(events.ApprovalGranted, events.DecisionBody{Approval: "a1", Hash: "hash-a1", Decision: "GRANT", Received: base, Intake: 99})
 		}},
 		{"no time of receipt", func(h *history) events.Event {
-			return h.next(events.ApprovalGranted, events.DecisionBody{Approval: "a1", Hash: "hash-a1", Decision: events.Grant, Intake: 99})
+			return h.next(events.ApprovalGranted, events.DecisionBody{Approval: "a1", Hash: "hash-a1", Decision: events.DecisionGrant, Intake: 99})
 		}},
 		{"intake already read", func(h *history) events.Event {
 			h.add(events.ApprovalRefused, events.RefusedBody{Approval: "a1", Intake: 50, Reason: "bad signature"})
-			return h.next(events.ApprovalGranted, events.DecisionBody{Approval: "a1", Hash: "hash-a1", Decision: events.Grant, Received: base, Intake: 50})
+			return h.next(events.ApprovalGranted, events.DecisionBody{Approval: "a1", Hash: "hash-a1", Decision: events.DecisionGrant, Received: base, Intake: 50})
 		}},
 		{"refusal of an intake already read", func(h *history) events.Event {
 			h.add(events.ApprovalRefused, events.RefusedBody{Approval: "a1", Intake: 50, Reason: "bad signature"})
@@ -475,7 +475,7 @@ func TestFold_ApprovalExpiredCancelsRun(t *testing.T) {
 	h.request(1, "a1")
 	h.add(events.ApprovalExpired, events.ExpiredBody{Approval: "a1"})
 	v := h.fold()
-	if v.Run.Status != projector.Cancelled || v.Run.Reason != events.ReasonApprovalExpired {
+	if v.Run.Status != projector.Cancelled || v.Run.Reason != string(events.ReasonApprovalExpired) {
 		t.Errorf("run: got %s %q, want CANCELLED %q", v.Run.Status, v.Run.Reason, events.ReasonApprovalExpired)
 	}
 	if a := v.Approval("a1"); a.State != projector.Expired {
@@ -486,7 +486,7 @@ func TestFold_ApprovalExpiredCancelsRun(t *testing.T) {
 	}
 	// Nothing folds after the end: a grant recorded late is no event the
 	// run can have.
-	if err := v.Apply(h.next(events.ApprovalGranted, events.DecisionBody{Approval: "a1", Hash: "hash-a1", Decision: events.Grant, Received: base, Intake: 99})); !errors.Is(err, projector.ErrFold) {
+	if err := v.Apply(h.next(events.ApprovalGranted, events.DecisionBody{Approval: "a1", Hash: "hash-a1", Decision: events.DecisionGrant, Received: base, Intake: 99})); !errors.Is(err, projector.ErrFold) {
 		t.Errorf("late grant: got %v, want ErrFold", err)
 	}
 }
@@ -522,7 +522,7 @@ func TestFold_EndEvents(t *testing.T) {
 			h.observe(1, events.ObsResult, "ok")
 			h.add(tc.kind, tc.body)
 			v := h.fold()
-			if v.Run.Status != tc.status || v.Run.Reason != tc.body.Reason || v.Run.Detail != tc.body.Detail || v.Run.Result != tc.body.Result {
+			if v.Run.Status != tc.status || v.Run.Reason != string(tc.body.Reason) || v.Run.Detail != tc.body.Detail || v.Run.Result != tc.body.Result {
 				t.Errorf("run: got %s %q %q %q, want %s %+v", v.Run.Status, v.Run.Reason, v.Run.Detail, v.Run.Result, tc.status, tc.body)
 			}
 			if !v.Run.Status.Ended() {
@@ -601,25 +601,25 @@ func TestFold_RefusesEventsThatDoNotFold(t *testing.T) {
 		}},
 		{"decided before the last step is observed", func(h *history) events.Event {
 			h.decide(1, "read", `{}`)
-			h.policy(1, projector.Allow, "")
+			h.policy(1, events.Allow, "")
 			return h.next(events.StepDecided, events.StepDecidedBody{Step: 2, Tool: "read"})
 		}},
 		{"policy for unknown step", func(h *history) events.Event {
 			h.decide(1, "read", `{}`)
-			return h.next(events.StepPolicy, events.PolicyBody{Step: 2, Outcome: projector.Allow})
+			return h.next(events.StepPolicy, events.PolicyBody{Step: 2, Outcome: events.Allow})
 		}},
 		{"policy for step 0", func(h *history) events.Event {
 			h.decide(1, "read", `{}`)
-			return h.next(events.StepPolicy, events.PolicyBody{Step: 0, Outcome: projector.Allow})
+			return h.next(events.StepPolicy, events.PolicyBody{Step: 0, Outcome: events.Allow})
 		}},
 		{"policy for observed step", func(h *history) events.Event {
 			h.decide(1, "read", `{}`)
-			h.policy(1, projector.Deny, "no")
-			return h.next(events.StepPolicy, events.PolicyBody{Step: 1, Outcome: projector.Allow})
+			h.policy(1, events.Deny, "no")
+			return h.next(events.StepPolicy, events.PolicyBody{Step: 1, Outcome: events.Allow})
 		}},
 		{"policy with require_approval outcome", func(h *history) events.Event {
 			h.decide(1, "read", `{}`)
-			return h.next(events.StepPolicy, events.PolicyBody{Step: 1, Outcome: projector.RequireApproval, Approval: approvalRequest("a1", "k")})
+			return h.next(events.StepPolicy, events.PolicyBody{Step: 1, Outcome: events.RequireApproval, Approval: approvalRequest("a1", "k")})
 		}},
 		{"policy with unknown outcome", func(h *history) events.Event {
 			h.decide(1, "read", `{}`)
@@ -627,16 +627,16 @@ func TestFold_RefusesEventsThatDoNotFold(t *testing.T) {
 		}},
 		{"approval request without approval", func(h *history) events.Event {
 			h.decide(1, "read", `{}`)
-			return h.next(events.ApprovalRequested, events.PolicyBody{Step: 1, Outcome: projector.RequireApproval})
+			return h.next(events.ApprovalRequested, events.PolicyBody{Step: 1, Outcome: events.RequireApproval})
 		}},
 		{"approval request with allow outcome", func(h *history) events.Event {
 			h.decide(1, "read", `{}`)
-			return h.next(events.ApprovalRequested, events.PolicyBody{Step: 1, Outcome: projector.Allow, Approval: approvalRequest("a1", "k")})
+			return h.next(events.ApprovalRequested, events.PolicyBody{Step: 1, Outcome: events.Allow, Approval: approvalRequest("a1", "k")})
 		}},
 		{"approval requested twice", func(h *history) events.Event {
 			h.decide(1, "write", `{}`)
 			h.request(1, "a1")
-			return h.next(events.ApprovalRequested, events.PolicyBody{Step: 1, Outcome: projector.RequireApproval, Approval: approvalRequest("a1", "k")})
+			return h.next(events.ApprovalRequested, events.PolicyBody{Step: 1, Outcome: events.RequireApproval, Approval: approvalRequest("a1", "k")})
 		}},
 		{"observed unknown step", func(h *history) events.Event {
 			h.decide(1, "read", `{}`)
@@ -739,7 +739,7 @@ func TestFold_StoredEventFoldsLikeWritten(t *testing.T) {
 	h := started(t, "r1")
 	h.decide(1, "exec", `{"cmd":"make && echo <done>"}`)
 	h.add(events.ApprovalRequested, events.PolicyBody{
-		Step: 1, Outcome: projector.RequireApproval, Args: json.RawMessage(`{"cmd":"make && echo <done>"}`),
+		Step: 1, Outcome: events.RequireApproval, Args: json.RawMessage(`{"cmd":"make && echo <done>"}`),
 		Approval: &events.ApprovalRequest{ID: "a1", Kind: "shell", Capability: json.RawMessage(`{"cmd":"make && echo <done>"}`),
 			Presentation: json.RawMessage("{\"text\":\"run make \u2028 then echo\"}"), Hash: "h"},
 	})
@@ -773,7 +773,7 @@ func TestFold_RepeatedRequestAndResultCountsRepeats(t *testing.T) {
 	h := started(t, "r1")
 	for n := 1; n <= 3; n++ {
 		h.decide(n, "read", `{"path":"a.txt"}`)
-		h.policy(n, projector.Allow, "")
+		h.policy(n, events.Allow, "")
 		h.observe(n, events.ObsResult, "same content")
 		if got := h.fold().Run.Repeats; got != n {
 			t.Errorf("after %d identical steps: got Repeats %d, want %d", n, got, n)
@@ -782,7 +782,7 @@ func TestFold_RepeatedRequestAndResultCountsRepeats(t *testing.T) {
 	fp := h.fold().Run.Fingerprint
 	// Same request, another result: a new streak.
 	h.decide(4, "read", `{"path":"a.txt"}`)
-	h.policy(4, projector.Allow, "")
+	h.policy(4, events.Allow, "")
 	h.observe(4, events.ObsResult, "new content")
 	v := h.fold()
 	if v.Run.Repeats != 1 || v.Run.Fingerprint == fp {
@@ -790,7 +790,7 @@ func TestFold_RepeatedRequestAndResultCountsRepeats(t *testing.T) {
 	}
 	// Other arguments, same result: a new streak too.
 	h.decide(5, "read", `{"path":"b.txt"}`)
-	h.policy(5, projector.Allow, "")
+	h.policy(5, events.Allow, "")
 	h.observe(5, events.ObsResult, "new content")
 	if got := h.fold().Run.Repeats; got != 1 {
 		t.Errorf("after other arguments: got Repeats %d, want 1", got)
@@ -798,7 +798,7 @@ func TestFold_RepeatedRequestAndResultCountsRepeats(t *testing.T) {
 	// Denials repeat as well: the denied observation is the result.
 	for n := 6; n <= 7; n++ {
 		h.decide(n, "write", `{"path":"/etc"}`)
-		h.policy(n, projector.Deny, "outside")
+		h.policy(n, events.Deny, "outside")
 	}
 	if got := h.fold().Run.Repeats; got != 2 {
 		t.Errorf("after two identical denials: got Repeats %d, want 2", got)
@@ -821,7 +821,7 @@ func TestFold_InterruptedResolutions(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			h := started(t, "r1")
 			h.decide(1, "write", `{"path":"out.txt"}`)
-			h.policy(1, projector.Allow, "")
+			h.policy(1, events.Allow, "")
 			h.add(events.StepInterrupted, tc.body)
 			v := h.fold()
 			s := v.Step(1)
@@ -838,7 +838,7 @@ func TestFold_InterruptedResolutions(t *testing.T) {
 			if tc.name == "reconciled not done" {
 				// The step is evaluated again: here it pauses on an approval.
 				h.add(events.ApprovalRequested, events.PolicyBody{
-					Step: 1, Outcome: projector.RequireApproval, Origin: events.OriginRecovery,
+					Step: 1, Outcome: events.RequireApproval, Origin: events.OriginRecovery,
 					Approval: approvalRequest("rec-1", "interrupted_side_effect"),
 				})
 				v := h.fold()
@@ -863,12 +863,12 @@ func TestFold_InterruptedRefused(t *testing.T) {
 		body    events.InterruptedBody
 	}{
 		{"not allowed", func(h *history) {}, events.InterruptedBody{Step: 1, Resolution: events.ResolvedRerun}},
-		{"denied", func(h *history) { h.policy(1, projector.Deny, "no") }, events.InterruptedBody{Step: 1, Resolution: events.ResolvedRerun}},
+		{"denied", func(h *history) { h.policy(1, events.Deny, "no") }, events.InterruptedBody{Step: 1, Resolution: events.ResolvedRerun}},
 		{"waiting", func(h *history) { h.request(1, "a1") }, events.InterruptedBody{Step: 1, Resolution: events.ResolvedRerun}},
-		{"done with no observation", func(h *history) { h.policy(1, projector.Allow, "") }, events.InterruptedBody{Step: 1, Resolution: events.ResolvedDone}},
-		{"unknown resolution", func(h *history) { h.policy(1, projector.Allow, "") }, events.InterruptedBody{Step: 1, Resolution: "shrug"}},
+		{"done with no observation", func(h *history) { h.policy(1, events.Allow, "") }, events.InterruptedBody{Step: 1, Resolution: events.ResolvedDone}},
+		{"unknown resolution", func(h *history) { h.policy(1, events.Allow, "") }, events.InterruptedBody{Step: 1, Resolution: "shrug"}},
 		{"already resolved not done", func(h *history) {
-			h.policy(1, projector.Allow, "")
+			h.policy(1, events.Allow, "")
 			h.add(events.StepInterrupted, events.InterruptedBody{Step: 1, Resolution: events.ResolvedNotDone})
 		}, events.InterruptedBody{Step: 1, Resolution: events.ResolvedNotDone}},
 	} {
@@ -906,12 +906,12 @@ func richHistory(t rapid.TB) *history {
 	req := approvalRequest("a1", "remote_write")
 	req.ExpiresAt = &exp
 	h.add(events.ApprovalRequested, events.PolicyBody{
-		Step: 1, Outcome: projector.RequireApproval, PolicyID: "p1",
+		Step: 1, Outcome: events.RequireApproval, PolicyID: "p1",
 		Args: json.RawMessage(`{"path":"out.txt"}`), ToolHash: "h-write", Approval: req,
 	})
 	h.add(events.ApprovalRefused, events.RefusedBody{Approval: "a1", Intake: 1, Reason: "unknown key"})
 	h.grant("a1")
-	h.add(events.StepPolicy, events.PolicyBody{Step: 1, Outcome: projector.Allow, Args: json.RawMessage(`{"path":"out.txt"}`), Consumes: "a1"})
+	h.add(events.StepPolicy, events.PolicyBody{Step: 1, Outcome: events.Allow, Args: json.RawMessage(`{"path":"out.txt"}`), Consumes: "a1"})
 	h.add(events.StepInterrupted, events.InterruptedBody{Step: 1, Resolution: events.ResolvedDone,
 		Observation: &events.ObservedBody{Step: 1, Kind: events.ObsResult, Content: "written"}})
 	h.decide(2, "write", `{"path":"b.txt"}`)
@@ -919,7 +919,7 @@ func richHistory(t rapid.TB) *history {
 	exp2 := base.Add(2 * time.Hour)
 	req2.ExpiresAt = &exp2
 	h.add(events.ApprovalRequested, events.PolicyBody{
-		Step: 2, Outcome: projector.RequireApproval, Args: json.RawMessage(`{"path":"b.txt"}`), Approval: req2,
+		Step: 2, Outcome: events.RequireApproval, Args: json.RawMessage(`{"path":"b.txt"}`), Approval: req2,
 	})
 	return h
 }
@@ -1000,8 +1000,8 @@ func TestView_CloneOfZeroView(t *testing.T) {
 // step.policy event with the same result fold to, for every outcome it may
 // carry, and the step keeps the result as its Policy, not in its Decision.
 func TestFold_DecisionCarryingItsResultFoldsLikeThePair(t *testing.T) {
-	for _, outcome := range []string{projector.Allow, projector.Deny, projector.Abort} {
-		t.Run(outcome, func(t *testing.T) {
+	for _, outcome := range []events.Outcome{events.Allow, events.Deny, events.Abort} {
+		t.Run(string(outcome), func(t *testing.T) {
 			pb := events.PolicyBody{Step: 1, Outcome: outcome, Reason: "because", PolicyID: "p1", ToolHash: "h-write", Args: json.RawMessage(`{"n":1}`)}
 			pair := started(t, "r1")
 			pair.add(events.StepDecided, events.StepDecidedBody{Step: 1, Tool: "write", Args: `{"n":1}`, CallID: "c1"})

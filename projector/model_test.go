@@ -128,7 +128,7 @@ func drawModelHistory(t *rapid.T) ([]events.Event, events.ModelUsage) {
 		}
 		if h.evs[len(h.evs)-1].Kind == events.ModelReplied {
 			h.decide(c, "read", "{}")
-			h.add(events.StepPolicy, events.PolicyBody{Step: c, Outcome: projector.Allow})
+			h.add(events.StepPolicy, events.PolicyBody{Step: c, Outcome: events.Allow})
 			h.observe(c, events.ObsResult, "ok")
 		}
 	}

@@ -82,14 +82,14 @@ const (
 func drawStep(t *rapid.T, h *history, n int) stepEnd {
 	switch rapid.SampledFrom([]string{"invalid", "allow", "deny", "abort", "approval", "interrupted"}).Draw(t, "path") {
 	case "invalid":
-		h.observe(n, rapid.SampledFrom([]string{events.ObsInvalidArguments, events.ObsUnknownTool, events.ObsInvalidDecision}).Draw(t, "invalid"), "bad arguments")
+		h.observe(n, rapid.SampledFrom([]events.ObservationKind{events.ObsInvalidArguments, events.ObsUnknownTool, events.ObsInvalidDecision}).Draw(t, "invalid"), "bad arguments")
 	case "allow":
 		allow(h, n, "")
 		drawObservation(t, h, n)
 	case "deny":
-		h.policy(n, projector.Deny, rapid.SampledFrom(genContents).Draw(t, "deny reason"))
+		h.policy(n, events.Deny, rapid.SampledFrom(genContents).Draw(t, "deny reason"))
 	case "abort":
-		h.policy(n, projector.Abort, "too dangerous")
+		h.policy(n, events.Abort, "too dangerous")
 		return stepEnded
 	case "approval":
 		return drawApproval(t, h, n, fmt.Sprintf("ap%d", n), events.OriginPolicy)
@@ -112,13 +112,13 @@ func drawStep(t *rapid.T, h *history, n int) stepEnd {
 
 func allow(h *history, n int, consumes string) {
 	h.add(events.StepPolicy, events.PolicyBody{
-		Step: n, Outcome: projector.Allow, PolicyID: "p1", Args: json.RawMessage(`{"path":"a.txt","q":"<&>"}`),
+		Step: n, Outcome: events.Allow, PolicyID: "p1", Args: json.RawMessage(`{"path":"a.txt","q":"<&>"}`),
 		ToolHash: "h-write", Consumes: consumes, Resume: consumes != "",
 	})
 }
 
 func drawObservation(t *rapid.T, h *history, n int) {
-	kind := rapid.SampledFrom([]string{events.ObsResult, events.ObsResult, events.ObsToolError, events.ObsTimeout}).Draw(t, "observed")
+	kind := rapid.SampledFrom([]events.ObservationKind{events.ObsResult, events.ObsResult, events.ObsToolError, events.ObsTimeout}).Draw(t, "observed")
 	h.observe(n, kind, rapid.SampledFrom(genContents).Draw(t, "content"))
 }
 
@@ -134,7 +134,7 @@ func drawApproval(t *rapid.T, h *history, n int, id, origin string) stepEnd {
 		req.ExpiresAt = &at
 	}
 	h.add(events.ApprovalRequested, events.PolicyBody{
-		Step: n, Outcome: projector.RequireApproval, PolicyID: "p1", Args: json.RawMessage(`{"path":"a.txt"}`),
+		Step: n, Outcome: events.RequireApproval, PolicyID: "p1", Args: json.RawMessage(`{"path":"a.txt"}`),
 		Approval: req, Origin: origin,
 	})
 	if rapid.IntRange(0, 4).Draw(t, "refused decision") == 0 {
@@ -159,7 +159,7 @@ func drawApproval(t *rapid.T, h *history, n int, id, origin string) stepEnd {
 	case "supersede":
 		// Evaluated again without the grant (a changed policy, say): the
 		// approval can never be used after that.
-		h.policy(n, projector.Deny, "no longer allowed")
+		h.policy(n, events.Deny, "no longer allowed")
 		return stepDone
 	}
 	allow(h, n, id)
@@ -352,7 +352,7 @@ func drawBadEvent(t *rapid.T, h *history, v projector.View) events.Event {
 		e.Run = "other"
 		return e
 	case "policy for a missing step":
-		return h.next(events.StepPolicy, events.PolicyBody{Step: missing, Outcome: projector.Allow})
+		return h.next(events.StepPolicy, events.PolicyBody{Step: missing, Outcome: events.Allow})
 	case "observation for a missing step":
 		return h.next(events.StepObserved, events.ObservedBody{Step: missing, Kind: events.ObsResult})
 	case "decided out of order":
@@ -362,7 +362,7 @@ func drawBadEvent(t *rapid.T, h *history, v projector.View) events.Event {
 		}
 		return h.next(events.StepDecided, events.StepDecidedBody{Step: n, Tool: "read"})
 	case "consumes a missing approval":
-		return h.next(events.StepPolicy, events.PolicyBody{Step: v.Steps.Len(), Outcome: projector.Allow, Consumes: "missing"})
+		return h.next(events.StepPolicy, events.PolicyBody{Step: v.Steps.Len(), Outcome: events.Allow, Consumes: "missing"})
 	case "expires a missing approval":
 		return h.next(events.ApprovalExpired, events.ExpiredBody{Approval: "missing"})
 	case "interrupted missing step":

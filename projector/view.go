@@ -103,7 +103,7 @@ type Step struct {
 // A result that consumes a granted approval executes too, whatever its
 // outcome (a require_approval whose hash matched the grant).
 func (s Step) Executing() bool {
-	return s.Policy != nil && (s.Policy.Outcome == Allow || s.Policy.Consumes != "") && s.Observation == nil
+	return s.Policy != nil && (s.Policy.Outcome == events.Allow || s.Policy.Consumes != "") && s.Observation == nil
 }
 
 // Approval is an approval a step asked for, and where it stands.

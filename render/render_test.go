@@ -9,7 +9,7 @@ import (
 	"github.com/arbiter-run/arbiter/render"
 )
 
-func step(n int, tool, args, callID, kind, content string) projector.Step {
+func step(n int, tool, args, callID string, kind events.ObservationKind, content string) projector.Step {
 	s := projector.Step{N: n, Decision: events.StepDecidedBody{Step: n, Tool: tool, Args: args, CallID: callID}}
 	if kind != "" {
 		s.Observation = &events.ObservedBody{Step: n, Kind: kind, Content: content}

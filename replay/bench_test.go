@@ -70,7 +70,7 @@ func BenchmarkReplay(b *testing.B) {
 		bare += time.Since(start)
 
 		start = time.Now()
-		sum, err := replay.Check(ctx, log, p, replay.Selection{}, replay.Options{}, nil)
+		sum, err := replay.Audit(ctx, log, p, replay.Selection{}, replay.Options{}, nil)
 		checked += time.Since(start)
 		if err != nil || sum.Same != evals || sum.Evaluations != evals {
 			b.Fatalf("check: %d same of %d evaluations, want all %d: %v", sum.Same, sum.Evaluations, evals, err)
@@ -119,7 +119,7 @@ func liveHeap(b *testing.B, log *events.Log, p policy.Policy, toSeq uint64) heap
 	var h heap
 	every := toSeq / 10
 	next := every
-	sum, err := replay.Check(context.Background(), log, p, replay.Selection{ToSeq: toSeq}, replay.Options{
+	sum, err := replay.Audit(context.Background(), log, p, replay.Selection{ToSeq: toSeq}, replay.Options{
 		Progress: func(pr replay.Progress) {
 			if pr.Events < next {
 				return

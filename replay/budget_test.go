@@ -91,7 +91,7 @@ func TestCheck_BudgetsFromTheEventsAlone(t *testing.T) {
 			log := testkit.JetStream(t).Log(t, events.Config{})
 			budgetRun(t, log, "r1", c.then)
 			var got []replay.BudgetResult
-			sum, err := replay.Check(t.Context(), log, baseline(), replay.Selection{}, replay.Options{
+			sum, err := replay.Audit(t.Context(), log, baseline(), replay.Selection{}, replay.Options{
 				OnBudget: func(r replay.BudgetResult) error { got = append(got, r); return nil },
 			}, nil)
 			if err != nil {

@@ -101,13 +101,13 @@ func (c *checker) recheck(ctx context.Context, st *runState, e events.Event, seq
 	res := &Result{
 		Run: e.Run, Step: b.Step, StreamSeq: seq, Event: e.ID, Kind: e.Kind, Time: e.Time, Tool: tool,
 		PolicyID: b.PolicyID, Resume: b.Resume, Consumes: b.Consumes,
-		Recorded: Decision{Outcome: b.Outcome, Reason: b.Reason, Approval: recordedApproval(b.Approval)},
+		Recorded: Ruling{Outcome: b.Outcome, Reason: b.Reason, Approval: recordedApproval(b.Approval)},
 	}
 	var grantHash string
 	if b.Consumes != "" {
 		if a := st.view.Approval(b.Consumes); a != nil {
 			grantHash = a.Hash
-			if b.Outcome == projector.RequireApproval {
+			if b.Outcome == events.RequireApproval {
 				res.Recorded.Approval = recordedApproval(&a.ApprovalRequest)
 			}
 		}
@@ -196,28 +196,28 @@ func recordedApproval(a *events.ApprovalRequest) *Approval {
 // turns its verdict into what the runtime would record: an approval held
 // to PolicyJSON and hashed over the recorded request, or an error for
 // anything the runtime would fail the run on.
-func (c *checker) replay(ctx context.Context, req policy.Request, view projector.View) Decision {
+func (c *checker) replay(ctx context.Context, req policy.Request, view projector.View) Ruling {
 	v := policy.Ask(ctx, c.policy, req, view) // view is the caller's policyView
 	switch {
 	case v.Err != nil:
-		return Decision{Outcome: OutcomeError, Reason: v.Err.Error()}
+		return Ruling{Outcome: events.OutcomeError, Reason: v.Err.Error()}
 	case v.Approval != nil:
-		return Decision{Outcome: string(v.Outcome), Reason: v.Reason, Approval: &Approval{
+		return Ruling{Outcome: v.Outcome, Reason: v.Reason, Approval: &Approval{
 			Kind: v.Approval.Kind, Capability: v.Approval.Capability, Presentation: v.Approval.Presentation, Hash: v.Approval.Hash,
 		}}
 	}
-	return Decision{Outcome: string(v.Outcome), Reason: v.Reason}
+	return Ruling{Outcome: v.Outcome, Reason: v.Reason}
 }
 
 // compare says whether rep decides as rec did and, if not, which way it
 // moves. grantHash is the hash of the grant a resume evaluation was given
 // (""): a require_approval with exactly that hash runs the call, as an allow
 // does.
-func compare(rec, rep Decision, grantHash string) (Verdict, Change) {
+func compare(rec, rep Ruling, grantHash string) (Verdict, Change) {
 	if rec.Outcome == rep.Outcome && rec.Reason == rep.Reason && approvalHash(rec) == approvalHash(rep) {
 		return Same, ""
 	}
-	if rec.Outcome == OutcomeError && rep.Outcome == OutcomeError {
+	if rec.Outcome == events.OutcomeError && rep.Outcome == events.OutcomeError {
 		// Both fail the run closed; an error's text is not a decision.
 		return Same, ""
 	}
@@ -231,8 +231,8 @@ func compare(rec, rep Decision, grantHash string) (Verdict, Change) {
 	return Different, Changed
 }
 
-func approvalHash(d Decision) string {
-	if d.Outcome != projector.RequireApproval || d.Approval == nil {
+func approvalHash(d Ruling) string {
+	if d.Outcome != events.RequireApproval || d.Approval == nil {
 		return ""
 	}
 	return d.Approval.Hash
@@ -240,11 +240,11 @@ func approvalHash(d Decision) string {
 
 // rank orders outcomes by how much they let through: the call runs (2), runs
 // if a person says so (1), does not run (0).
-func rank(d Decision, grantHash string) int {
+func rank(d Ruling, grantHash string) int {
 	switch d.Outcome {
-	case projector.Allow:
+	case events.Allow:
 		return 2
-	case projector.RequireApproval:
+	case events.RequireApproval:
 		if grantHash != "" && approvalHash(d) == grantHash {
 			return 2
 		}
@@ -295,7 +295,7 @@ func (c *checker) decision(st *runState, e events.Event, seq uint64, report bool
 
 // verify judges decision d, recorded as an event of kind k, on approval a
 // (nil: the run has none by that id), as a worker does before it records
-// one ([approvals.Check]). With no operator keys configured, the signature
+// one ([approvals.Admit]). With no operator keys configured, the signature
 // is still checked against the key the decision names, and a decision that
 // holds is unverified: nothing says that key is an operator's.
 func (c *checker) verify(run string, k events.Kind, d events.DecisionBody, a *projector.Approval) (GrantVerdict, string) {
@@ -311,7 +311,7 @@ func (c *checker) verify(run string, k events.Kind, d events.DecisionBody, a *pr
 	if len(ops) == 0 {
 		ops = approvals.Operators{d.Operator: "unverified"}
 	}
-	if err := approvals.Check(ops, run, a, d, approvals.DefaultSkew); err != nil {
+	if err := approvals.Admit(ops, run, a, d, approvals.DefaultSkew); err != nil {
 		return GrantInvalid, err.Error()
 	}
 	if len(c.opts.Operators) == 0 {

@@ -24,23 +24,23 @@ type writeBudget struct{ Max int }
 // PolicyID names the policy and everything that changes its decisions.
 func (p writeBudget) PolicyID() string { return fmt.Sprintf("write-budget v1 max=%d", p.Max) }
 
-func (p writeBudget) Evaluate(_ context.Context, req policy.Request, view projector.View) (policy.Decision, error) {
+func (p writeBudget) Evaluate(_ context.Context, req policy.Request, view projector.View) (policy.Ruling, error) {
 	switch req.Tool.SideEffect {
 	case events.ReadOnly:
-		return policy.Decision{Outcome: policy.Allow, Reason: "reads are free"}, nil
+		return policy.Ruling{Outcome: events.Allow, Reason: "reads are free"}, nil
 	case events.LocalMutation:
 		writes := 0
 		for s := range view.Steps.All() {
-			if s.Policy != nil && s.Policy.Outcome == projector.Allow && s.Decision.Tool == req.Tool.Name {
+			if s.Policy != nil && s.Policy.Outcome == events.Allow && s.Decision.Tool == req.Tool.Name {
 				writes++
 			}
 		}
 		if writes >= p.Max {
-			return policy.Decision{Outcome: policy.Deny, Reason: fmt.Sprintf("write budget of %d spent", p.Max)}, nil
+			return policy.Ruling{Outcome: events.Deny, Reason: fmt.Sprintf("write budget of %d spent", p.Max)}, nil
 		}
-		return policy.Decision{Outcome: policy.Allow, Reason: "within the write budget"}, nil
+		return policy.Ruling{Outcome: events.Allow, Reason: "within the write budget"}, nil
 	}
-	return policy.NeedApproval(req.Tool.SideEffect, "needs an operator", nil, nil)
+	return policy.NeedApproval(string(req.Tool.SideEffect), "needs an operator", nil, nil)
 }
 
 // A consumer whose policy is Go code re-checks its recorded runs from a main
@@ -61,7 +61,7 @@ func Example() {
 	}
 
 	old, raised := writeBudget{Max: 2}, writeBudget{Max: 3}
-	sum, err := replay.Check(ctx, log, raised, replay.Selection{}, replay.Options{Baseline: old.PolicyID()},
+	sum, err := replay.Audit(ctx, log, raised, replay.Selection{}, replay.Options{Baseline: old.PolicyID()},
 		func(r replay.Result) error {
 			line := fmt.Sprintf("step %d %s: %s", r.Step, r.Tool, r.Verdict)
 			if r.Verdict == replay.Different {

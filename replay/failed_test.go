@@ -17,9 +17,9 @@ type failing struct{ id string }
 
 func (f failing) PolicyID() string { return f.id }
 
-func (f failing) Evaluate(ctx context.Context, req policy.Request, v projector.View) (policy.Decision, error) {
+func (f failing) Evaluate(ctx context.Context, req policy.Request, v projector.View) (policy.Ruling, error) {
 	if req.Tool.SideEffect == events.RemoteMutation {
-		return policy.Decision{}, errors.New("rules service unreachable")
+		return policy.Ruling{}, errors.New("rules service unreachable")
 	}
 	return policy.DefaultSideEffects().Evaluate(ctx, req, v)
 }
@@ -31,7 +31,7 @@ func TestCheck_FailedEvaluationIsRechecked(t *testing.T) {
 	rec := newRecorder(t)
 	d := rec.driver(failing{id: "rules v1"}, nil)
 	run := rec.drive(d, "delta", call("read_file", `{"path":"a"}`), call("send_email", `{"to":"ops"}`))
-	if v := run.View(); v.Run.Status != projector.Failed || v.Run.Reason != events.ReasonInternalError {
+	if v := run.View(); v.Run.Status != projector.Failed || v.Run.Reason != string(events.ReasonInternalError) {
 		t.Fatalf("run ended %s %s, want FAILED internal_error", v.Run.Status, v.Run.Reason)
 	}
 	log := load(t, rec.lines())
@@ -52,7 +52,7 @@ func TestCheck_FailedEvaluationIsRechecked(t *testing.T) {
 	if got == nil {
 		t.Fatalf("the failed evaluation of step 2 was not reported:\n%s", diff.text())
 	}
-	if got.Recorded.Outcome != replay.OutcomeError || got.Verdict != replay.Different || got.Change != replay.Widens {
+	if got.Recorded.Outcome != events.OutcomeError || got.Verdict != replay.Different || got.Change != replay.Widens {
 		t.Errorf("step 2: recorded %s, verdict %s %s; want recorded error, different, widens (it now asks for approval)", got.Recorded.Outcome, got.Verdict, got.Change)
 	}
 }

@@ -26,7 +26,7 @@ type report struct {
 	sum     replay.Summary
 }
 
-// check runs replay.Check and collects what it reports.
+// check runs replay.Audit and collects what it reports.
 func check(t *testing.T, log *events.Log, p policy.Policy, sel replay.Selection, opts replay.Options) report {
 	t.Helper()
 	var r report
@@ -35,7 +35,7 @@ func check(t *testing.T, log *events.Log, p policy.Policy, sel replay.Selection,
 		r.lines = append(r.lines, grantLine(g))
 		return nil
 	}
-	sum, err := replay.Check(t.Context(), log, p, sel, opts, func(res replay.Result) error {
+	sum, err := replay.Audit(t.Context(), log, p, sel, opts, func(res replay.Result) error {
 		r.results = append(r.results, res)
 		r.lines = append(r.lines, resultLine(res))
 		return nil
@@ -47,8 +47,8 @@ func check(t *testing.T, log *events.Log, p policy.Policy, sel replay.Selection,
 	return r
 }
 
-func decisionText(d replay.Decision) string {
-	s := d.Outcome
+func decisionText(d replay.Ruling) string {
+	s := string(d.Outcome)
 	if d.Approval != nil {
 		s += fmt.Sprintf("(%s %.8s)", d.Approval.Kind, d.Approval.Hash)
 	}
@@ -98,7 +98,7 @@ type evaluation struct {
 	step  int
 	seq   uint64
 	tool  string
-	class string // side-effect class of the tool called
+	class events.SideEffect // side-effect class of the tool called
 	kind  events.Kind
 	body  events.PolicyBody
 }
@@ -145,7 +145,7 @@ func operators(t *testing.T, ns ...byte) approvals.Operators {
 
 // changed returns the baseline mapping with class mapped to o, under a new
 // id, and the options that compare it with the baseline.
-func changed(class string, o policy.Outcome) (policy.Policy, replay.Options) {
+func changed(class events.SideEffect, o events.Outcome) (policy.Policy, replay.Options) {
 	m := policy.DefaultSideEffects()
 	m[class] = o
 	return policy.WithID(m, "side-effects v2"), replay.Options{Baseline: baselineID}

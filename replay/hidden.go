@@ -61,7 +61,7 @@ func (c *checker) hidden(ctx context.Context, st *runState, e events.Event, seq 
 	}
 	res := &Result{
 		Run: e.Run, Step: n, StreamSeq: seq, Event: e.ID, Kind: e.Kind, Time: e.Time, Tool: spec.Name, PolicyID: st.policyID,
-		Recorded: Decision{Outcome: string(policy.Deny), Reason: hiddenReason},
+		Recorded: Ruling{Outcome: events.Deny, Reason: hiddenReason},
 	}
 	args, argsErr := jsonform.PolicyJSON(s.Decision.RawArgs())
 	switch {
@@ -74,7 +74,7 @@ func (c *checker) hidden(ctx context.Context, st *runState, e events.Event, seq 
 	case st.bad[spec.Hash] || st.specs[spec.Hash].Hash == "":
 		notCheckable(res, SpecNotRecorded, fmt.Sprintf("tool spec %s not recorded with content that hashes to it", short(spec.Hash)))
 	case !policy.Visible(c.policy, spec, policyView(st.view)):
-		rep := Decision{Outcome: string(policy.Deny), Reason: hiddenReason}
+		rep := Ruling{Outcome: events.Deny, Reason: hiddenReason}
 		res.Replayed = &rep
 		res.Verdict = Same
 	case argsErr != nil:

@@ -35,7 +35,7 @@ func TestCheck_HiddenToolIsRecheckedAsADeny(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for id, calls := range map[string][]driver.Decision{
+	for id, calls := range map[string][]driver.Action{
 		"run-a": {testkit.Call("read", `{}`), testkit.Call("secret", `{"x":1}`), testkit.Call("nosuch", `{}`)},
 		"run-b": {testkit.Call("secret", `{}`)},
 	} {

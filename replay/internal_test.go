@@ -34,16 +34,16 @@ func TestSpecHash_AgreesWithDriver(t *testing.T) {
 }
 
 func TestCompare_WidensAndNarrows(t *testing.T) {
-	allow := Decision{Outcome: "allow", Reason: "r"}
-	deny := Decision{Outcome: "deny", Reason: "r"}
-	abort := Decision{Outcome: "abort", Reason: "r"}
-	fail := Decision{Outcome: OutcomeError, Reason: "r"}
-	ask := func(hash string) Decision {
-		return Decision{Outcome: "require_approval", Reason: "r", Approval: &Approval{Kind: "k", Hash: hash}}
+	allow := Ruling{Outcome: "allow", Reason: "r"}
+	deny := Ruling{Outcome: "deny", Reason: "r"}
+	abort := Ruling{Outcome: "abort", Reason: "r"}
+	fail := Ruling{Outcome: events.OutcomeError, Reason: "r"}
+	ask := func(hash string) Ruling {
+		return Ruling{Outcome: "require_approval", Reason: "r", Approval: &Approval{Kind: "k", Hash: hash}}
 	}
 	tests := []struct {
 		name     string
-		rec, rep Decision
+		rec, rep Ruling
 		grant    string
 		verdict  Verdict
 		change   Change
@@ -58,7 +58,7 @@ func TestCompare_WidensAndNarrows(t *testing.T) {
 		{"asked now denied", ask("h1"), deny, "", Different, Narrows},
 		{"allowed now errs", allow, fail, "", Different, Narrows},
 		{"another approval", ask("h1"), ask("h2"), "", Different, Changed},
-		{"another reason", allow, Decision{Outcome: "allow", Reason: "s"}, "", Different, Changed},
+		{"another reason", allow, Ruling{Outcome: "allow", Reason: "s"}, "", Different, Changed},
 		{"deny now aborts", deny, abort, "", Different, Changed},
 		{"resume: consumed grant now allowed", ask("g"), allow, "g", Different, Changed},
 		{"resume: allowed now asks the granted approval", allow, ask("g"), "g", Different, Changed},

@@ -91,7 +91,7 @@ func (r *recorder) driver(p policy.Policy, ops approvals.Operators) *driver.Driv
 
 // drive creates run id on d (or loads it, if it exists) and drives it with
 // calls, the n-th for step n.
-func (r *recorder) drive(d *driver.Driver, id string, calls ...driver.Decision) *driver.Run {
+func (r *recorder) drive(d *driver.Driver, id string, calls ...driver.Action) *driver.Run {
 	r.t.Helper()
 	ctx := r.t.Context()
 	run, err := d.Load(ctx, id)
@@ -136,7 +136,7 @@ func (r *recorder) decide(d *driver.Driver, id, decision, hash string, kp nkeys.
 	r.intake++
 	b.Received, b.Intake = at, r.intake
 	kind := events.ApprovalGranted
-	if decision == events.Deny {
+	if decision == events.DecisionDeny {
 		kind = events.ApprovalDenied
 	}
 	r.append(id, kind, b)
@@ -175,7 +175,7 @@ func (r *recorder) lines() [][]byte {
 	return out
 }
 
-func call(tool, args string) driver.Decision { return testkit.Call(tool, args) }
+func call(tool, args string) driver.Action { return testkit.Call(tool, args) }
 
 // recordFleet records three runs of the baseline policy, interleaved:
 // alpha pauses on a send, bravo runs to the end (a denied delete on the
@@ -185,7 +185,7 @@ func recordFleet(t *testing.T) [][]byte {
 	r := newRecorder(t)
 	kp, pub := operatorKey(t, 1)
 	d := r.driver(policy.WithID(policy.DefaultSideEffects(), baselineID), approvals.Operators{pub: "ops"})
-	alpha := []driver.Decision{
+	alpha := []driver.Action{
 		call("read_file", `{"path": "notes.txt"}`),
 		call("write_file", `{"path": "notes.txt", "text": "draft"}`),
 		call("send_email", `{"to": "ops@example.com", "body": "notes attached"}`),
@@ -202,9 +202,9 @@ func recordFleet(t *testing.T) [][]byte {
 		call("read_file", `{"path": `),
 		call("send_email", `{"to": "all@example.com"}`),
 	)
-	r.decide(d, "charlie", events.Deny, "", kp)
+	r.decide(d, "charlie", events.DecisionDeny, "", kp)
 	r.drive(d, "charlie")
-	r.decide(d, "alpha", events.Grant, "", kp)
+	r.decide(d, "alpha", events.DecisionGrant, "", kp)
 	r.drive(d, "alpha", alpha...)
 	return r.lines()
 }
@@ -213,7 +213,7 @@ func recordFleet(t *testing.T) [][]byte {
 // and echo, by a policy with none.
 func recordOtherPolicies(t *testing.T) [][]byte {
 	r := newRecorder(t)
-	rules := policy.SideEffectPolicy{events.ReadOnly: policy.Allow, events.LocalMutation: policy.Deny, events.RemoteMutation: policy.Deny, events.Destructive: policy.Abort}
+	rules := policy.SideEffectPolicy{events.ReadOnly: events.Allow, events.LocalMutation: events.Deny, events.RemoteMutation: events.Deny, events.Destructive: events.Abort}
 	r.drive(r.driver(policy.WithID(rules, "rules v7"), nil), "delta",
 		call("read_file", `{"path": "a"}`),
 		call("write_file", `{"path": "a", "text": "b"}`),
@@ -236,16 +236,16 @@ func recordGrants(t *testing.T) [][]byte {
 	stranger, _ := operatorKey(t, 2)
 	p := policy.WithID(policy.DefaultSideEffects(), baselineID)
 	d := r.driver(p, approvals.Operators{pub: "ops"})
-	foxtrot := []driver.Decision{
+	foxtrot := []driver.Action{
 		call("send_email", `{"to": "ops@example.com"}`),
 		call("finish", `{}`),
 	}
 	r.drive(d, "foxtrot", foxtrot...)
-	r.decide(d, "foxtrot", events.Grant, "", stranger)
+	r.decide(d, "foxtrot", events.DecisionGrant, "", stranger)
 	r.drive(d, "foxtrot", foxtrot...)
-	r.decide(d, "foxtrot", events.Grant, wrongHash, kp)
+	r.decide(d, "foxtrot", events.DecisionGrant, wrongHash, kp)
 	r.drive(d, "foxtrot", foxtrot...)
-	r.decide(d, "foxtrot", events.Grant, "", kp)
+	r.decide(d, "foxtrot", events.DecisionGrant, "", kp)
 	r.drive(d, "foxtrot", foxtrot...)
 
 	// golf: what a worker that died mid-call leaves (the baseline's allow
@@ -256,7 +256,7 @@ func recordGrants(t *testing.T) [][]byte {
 	r.append("golf", events.RunCreated, events.RunCreatedBody{Tools: d.Tools(), Limits: driver.DefaultLimits, Agent: "script"})
 	r.append("golf", events.StepDecided, events.StepDecidedBody{Step: 1, Tool: spec.Name, Args: string(args)})
 	r.append("golf", events.StepPolicy, events.PolicyBody{
-		Step: 1, Outcome: string(policy.Allow), Reason: "local_mutation tool write_file", PolicyID: baselineID, Args: args, ToolHash: spec.Hash,
+		Step: 1, Outcome: events.Allow, Reason: "local_mutation tool write_file", PolicyID: baselineID, Args: args, ToolHash: spec.Hash,
 	})
 	r.drive(d, "golf")
 
@@ -264,7 +264,7 @@ func recordGrants(t *testing.T) [][]byte {
 	r.append("hotel", events.RunCreated, events.RunCreatedBody{Tools: d.Tools(), Agent: "script"})
 	r.append("hotel", events.StepDecided, events.StepDecidedBody{Step: 1, Tool: "read_file", Args: `{"path":"x"}`})
 	r.append("hotel", events.StepPolicy, events.PolicyBody{
-		Step: 1, Outcome: string(policy.Allow), Reason: "read_only tool read_file", PolicyID: baselineID,
+		Step: 1, Outcome: events.Allow, Reason: "read_only tool read_file", PolicyID: baselineID,
 		Args: json.RawMessage(`{"path":"x"}`), ToolHash: unknownSpec,
 	})
 	r.append("hotel", events.StepObserved, events.ObservedBody{Step: 1, Kind: events.ObsResult, Content: "ok"})

@@ -5,9 +5,9 @@
 // decision (signature and approval hash) and every run's hash chain.
 //
 // Two questions use it. An auditor asks whether the recorded decisions are
-// the ones the named policy makes: [Check] with the policy under its own id.
+// the ones the named policy makes: [Audit] with the policy under its own id.
 // A policy owner asks what a changed policy would have decided differently on
-// real traffic: [Check] with the new policy and [Options.Baseline] naming the
+// real traffic: [Audit] with the new policy and [Options.Baseline] naming the
 // id of the one that recorded the runs.
 //
 // Replay must never run a tool, append an event, or change anything it reads.
@@ -45,7 +45,7 @@ type Selection struct {
 	Tool string
 }
 
-// Options tune a [Check]. The zero value checks evaluations against the given
+// Options tune a [Audit]. The zero value checks evaluations against the given
 // policy's own id and reports every grant as unverified.
 type Options struct {
 	// Operators are the keys whose signed decisions are valid. Empty: no
@@ -107,11 +107,6 @@ const (
 	Changed Change = "changed"
 )
 
-// OutcomeError is the replayed outcome when the policy returned an error, an
-// outcome outside the four, or an approval the runtime could not record (the
-// runtime would fail the run as internal_error, running nothing).
-const OutcomeError = events.OutcomeError
-
 // Cause says why an evaluation is [NotCheckable].
 type Cause string
 
@@ -148,12 +143,12 @@ type Approval struct {
 	Hash string `json:"hash"`
 }
 
-// Decision is one policy answer, recorded or replayed.
-type Decision struct {
+// Ruling is one policy answer, recorded or replayed.
+type Ruling struct {
 	// Outcome is allow, deny, abort, require_approval, or [OutcomeError].
-	Outcome  string    `json:"outcome"`
-	Reason   string    `json:"reason,omitempty"`
-	Approval *Approval `json:"approval,omitempty"`
+	Outcome  events.Outcome `json:"outcome"`
+	Reason   string         `json:"reason,omitempty"`
+	Approval *Approval      `json:"approval,omitempty"`
 }
 
 // Result is one recorded policy evaluation and how it re-checked.
@@ -180,10 +175,10 @@ type Result struct {
 	Change Change `json:"change,omitempty"`
 	// Cause and Reason say why a NotCheckable evaluation is: Cause for
 	// programs, Reason for people.
-	Cause    Cause     `json:"cause,omitempty"`
-	Reason   string    `json:"reason,omitempty"`
-	Recorded Decision  `json:"recorded"`
-	Replayed *Decision `json:"replayed,omitempty"`
+	Cause    Cause   `json:"cause,omitempty"`
+	Reason   string  `json:"reason,omitempty"`
+	Recorded Ruling  `json:"recorded"`
+	Replayed *Ruling `json:"replayed,omitempty"`
 	// Unconfirmed: no later event of the run was read, so the hash chain
 	// does not vouch for this one (the last event of a run can be altered
 	// without breaking the chain).
@@ -242,7 +237,7 @@ type Break struct {
 // MaxBreaks bounds [Summary.Breaks]; [Summary.Tampered] counts them all.
 const MaxBreaks = 100
 
-// Summary counts what a [Check] read and found.
+// Summary counts what a [Audit] read and found.
 type Summary struct {
 	// Events read, including those of a run read from its start because
 	// the selection began after it.
@@ -292,7 +287,7 @@ func (s Summary) Clean() bool {
 	return s.Different == 0 && s.GrantsInvalid == 0 && s.ConsumedInvalid == 0 && s.Tampered == 0 && s.BudgetsDifferent == 0
 }
 
-// Progress is where a [Check] stands.
+// Progress is where a [Audit] stands.
 type Progress struct {
 	Shard, Shards int
 	// Seq is the stream sequence just read on the shard; Last is the last
@@ -302,10 +297,10 @@ type Progress struct {
 	Evaluations int
 }
 
-// ErrNoPolicy is returned by [Check] when it is given no policy.
+// ErrNoPolicy is returned by [Audit] when it is given no policy.
 var ErrNoPolicy = errors.New("replay: no policy to check against")
 
-// Check re-checks the recorded policy evaluations in sel against p, calling
+// Audit re-checks the recorded policy evaluations in sel against p, calling
 // fn with each [Result], and verifies every recorded operator decision
 // (reported to [Options.OnGrant]) and every run's hash chain. It never runs
 // a tool and never writes to the log.
@@ -329,7 +324,7 @@ var ErrNoPolicy = errors.New("replay: no policy to check against")
 // events is an error wrapping [events.ErrNoRun]. A broken run is not an
 // error: it is reported in the summary and its later evaluations are
 // NotCheckable.
-func Check(ctx context.Context, log *events.Log, p policy.Policy, sel Selection, opts Options, fn func(Result) error) (Summary, error) {
+func Audit(ctx context.Context, log *events.Log, p policy.Policy, sel Selection, opts Options, fn func(Result) error) (Summary, error) {
 	if p == nil {
 		return Summary{}, ErrNoPolicy
 	}

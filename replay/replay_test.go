@@ -39,14 +39,14 @@ func TestCheck_SamePolicyAllSame(t *testing.T) {
 func TestCheck_OneRuleChangeReportedAtExactlyItsSteps(t *testing.T) {
 	tests := []struct {
 		name    string
-		class   string
-		outcome policy.Outcome
+		class   events.SideEffect
+		outcome events.Outcome
 		golden  string
 		// want says the change expected of an evaluation of the class.
 		want func(evaluation) replay.Change
 	}{
 		{
-			name: "remote mutation allowed widens", class: events.RemoteMutation, outcome: policy.Allow, golden: "widen.golden",
+			name: "remote mutation allowed widens", class: events.RemoteMutation, outcome: events.Allow, golden: "widen.golden",
 			want: func(ev evaluation) replay.Change {
 				if ev.body.Consumes != "" {
 					return replay.Changed // the granted call ran before as well
@@ -55,11 +55,11 @@ func TestCheck_OneRuleChangeReportedAtExactlyItsSteps(t *testing.T) {
 			},
 		},
 		{
-			name: "read only needing approval narrows", class: events.ReadOnly, outcome: policy.RequireApproval, golden: "narrow.golden",
+			name: "read only needing approval narrows", class: events.ReadOnly, outcome: events.RequireApproval, golden: "narrow.golden",
 			want: func(evaluation) replay.Change { return replay.Narrows },
 		},
 		{
-			name: "destructive aborting changes", class: events.Destructive, outcome: policy.Abort, golden: "abort.golden",
+			name: "destructive aborting changes", class: events.Destructive, outcome: events.Abort, golden: "abort.golden",
 			want: func(evaluation) replay.Change { return replay.Changed },
 		},
 	}
@@ -316,7 +316,7 @@ func TestCheck_Selection(t *testing.T) {
 
 func TestCheck_UnknownRunIsAnError(t *testing.T) {
 	log := load(t, fixture(t, "fleet.jsonl"))
-	_, err := replay.Check(t.Context(), log, baseline(), replay.Selection{Runs: []string{"zulu"}}, replay.Options{}, nil)
+	_, err := replay.Audit(t.Context(), log, baseline(), replay.Selection{Runs: []string{"zulu"}}, replay.Options{}, nil)
 	if !errors.Is(err, events.ErrNoRun) {
 		t.Errorf("got %v, want an error wrapping events.ErrNoRun", err)
 	}
@@ -335,7 +335,7 @@ func TestCheck_StopsAtCallbackError(t *testing.T) {
 	log := load(t, fixture(t, "fleet.jsonl"))
 	stop := errors.New("enough")
 	n := 0
-	_, err := replay.Check(t.Context(), log, baseline(), replay.Selection{}, replay.Options{}, func(replay.Result) error {
+	_, err := replay.Audit(t.Context(), log, baseline(), replay.Selection{}, replay.Options{}, func(replay.Result) error {
 		n++
 		return stop
 	})
@@ -350,7 +350,7 @@ type panicky struct {
 	tool string
 }
 
-func (p panicky) Evaluate(ctx context.Context, req policy.Request, v projector.View) (policy.Decision, error) {
+func (p panicky) Evaluate(ctx context.Context, req policy.Request, v projector.View) (policy.Ruling, error) {
 	if req.Tool.Name == p.tool {
 		panic("bad rule")
 	}
@@ -364,8 +364,8 @@ func TestCheck_PolicyPanicIsAnErrorOutcome(t *testing.T) {
 		t.Fatalf("results: got %d, want 1", len(r.results))
 	}
 	res := r.results[0]
-	if res.Replayed == nil || res.Replayed.Outcome != replay.OutcomeError || res.Change != replay.Narrows {
-		t.Errorf("got %s %s replayed %+v, want different narrows with outcome %q", res.Verdict, res.Change, res.Replayed, replay.OutcomeError)
+	if res.Replayed == nil || res.Replayed.Outcome != events.OutcomeError || res.Change != replay.Narrows {
+		t.Errorf("got %s %s replayed %+v, want different narrows with outcome %q", res.Verdict, res.Change, res.Replayed, events.OutcomeError)
 	}
 }
 
@@ -377,10 +377,10 @@ type viewKeeper struct {
 	reqs  []policy.Request
 }
 
-func (k *viewKeeper) Evaluate(ctx context.Context, req policy.Request, v projector.View) (policy.Decision, error) {
+func (k *viewKeeper) Evaluate(ctx context.Context, req policy.Request, v projector.View) (policy.Ruling, error) {
 	b, err := json.Marshal(v)
 	if err != nil {
-		return policy.Decision{}, err
+		return policy.Ruling{}, err
 	}
 	k.views, k.reqs = append(k.views, b), append(k.reqs, req)
 	return k.IdentifiedPolicy.Evaluate(ctx, req, v)
@@ -481,7 +481,7 @@ func TestCheck_StopsWhenContextIsCancelled(t *testing.T) {
 	log := load(t, fixture(t, "fleet.jsonl"))
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	_, err := replay.Check(ctx, log, baseline(), replay.Selection{}, replay.Options{}, func(replay.Result) error {
+	_, err := replay.Audit(ctx, log, baseline(), replay.Selection{}, replay.Options{}, func(replay.Result) error {
 		cancel()
 		return nil
 	})
@@ -493,7 +493,7 @@ func TestCheck_StopsWhenContextIsCancelled(t *testing.T) {
 // vandal writes through everything it is handed before deciding.
 type vandal struct{ policy.IdentifiedPolicy }
 
-func (p vandal) Evaluate(ctx context.Context, req policy.Request, v projector.View) (policy.Decision, error) {
+func (p vandal) Evaluate(ctx context.Context, req policy.Request, v projector.View) (policy.Ruling, error) {
 	d, err := p.IdentifiedPolicy.Evaluate(ctx, req, v)
 	for i := range req.Args {
 		req.Args[i] = 'X'
@@ -543,12 +543,12 @@ func TestCheck_LogsFromBeforeCarriedResults(t *testing.T) {
 	if r.sum.Same != len(evs) || r.sum.Evaluations != len(evs) || !r.sum.Clean() {
 		t.Errorf("same %d of %d evaluations (want all %d), summary %+v", r.sum.Same, r.sum.Evaluations, len(evs), r.sum)
 	}
-	p, opts := changed(events.RemoteMutation, policy.Allow)
+	p, opts := changed(events.RemoteMutation, events.Allow)
 	opts.Operators = operators(t, 1)
 	r = check(t, load(t, lines), p, replay.Selection{}, opts)
 	want := 0
 	for _, ev := range evs {
-		if ev.class == events.RemoteMutation && ev.body.Consumes == "" && ev.body.Outcome == string(policy.RequireApproval) {
+		if ev.class == events.RemoteMutation && ev.body.Consumes == "" && ev.body.Outcome == events.RequireApproval {
 			want++
 		}
 	}

@@ -5,11 +5,11 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/arbiter-run/arbiter/approvals"
 	"github.com/arbiter-run/arbiter/events"
+	"github.com/arbiter-run/arbiter/internal/layout"
 	"github.com/arbiter-run/arbiter/projector"
 )
 
@@ -218,7 +218,7 @@ func (c *checker) afterBreak(st *runState, e events.Event, r events.RawRecord, r
 		res := Result{
 			Run: e.Run, Step: b.Step, StreamSeq: r.StreamSeq, Event: e.ID, Kind: e.Kind, Time: e.Time,
 			Tool: st.specs[b.ToolHash].Name, PolicyID: b.PolicyID, Resume: b.Resume, Consumes: b.Consumes,
-			Recorded: Decision{Outcome: b.Outcome, Reason: b.Reason, Approval: recordedApproval(b.Approval)},
+			Recorded: Ruling{Outcome: b.Outcome, Reason: b.Reason, Approval: recordedApproval(b.Approval)},
 		}
 		if c.tool != "" && res.Tool != c.tool {
 			return nil
@@ -269,7 +269,7 @@ func (c *checker) prefix(run string) string {
 	if c.prefixes == nil {
 		c.prefixes = make([]string, c.log.Config().Shards)
 		for k := range c.prefixes {
-			c.prefixes[k] = c.log.Config().Prefix + "." + strconv.Itoa(k)
+			c.prefixes[k] = layout.ShardPrefix(c.log.Config().Prefix, c.log.Config().Shards, k)
 		}
 	}
 	return c.prefixes[c.log.Shard(run)]

@@ -52,7 +52,7 @@ func BenchmarkDecide(b *testing.B) {
 		}
 		req, v := request(tool, `{"n":7,"path":"notes.txt"}`, nil, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 		d, err := p.Evaluate(context.Background(), req, v)
-		if err != nil || d.Outcome != policy.Allow || len(d.Parts) != applying+1 {
+		if err != nil || d.Outcome != events.Allow || len(d.Parts) != applying+1 {
 			b.Fatalf("decision %s with %d parts (%v), want allow with %d", d.Outcome, len(d.Parts), err, applying+1)
 		}
 		b.Run(fmt.Sprintf("rules=100/applying=%d", applying), func(b *testing.B) {

@@ -29,11 +29,11 @@ type Cases struct {
 
 // CaseTool is a tool spec in a case table.
 type CaseTool struct {
-	Name       string   `yaml:"name"`
-	SideEffect string   `yaml:"side_effect"`
-	Data       []string `yaml:"data"`
-	Tags       []string `yaml:"tags"`
-	Resource   string   `yaml:"resource"`
+	Name       string            `yaml:"name"`
+	SideEffect events.SideEffect `yaml:"side_effect"`
+	Data       []string          `yaml:"data"`
+	Tags       []string          `yaml:"tags"`
+	Resource   string            `yaml:"resource"`
 }
 
 // Spec is the tool as a recorded spec (no schema: any arguments).
@@ -88,10 +88,10 @@ func (w *caseWindows) Take(_ context.Context, key string, max int64) (int64, boo
 // PastCall is an earlier call of the run: its tool, its outcome (default
 // allow) and how long before the case's request it was decided.
 type PastCall struct {
-	Tool    string `yaml:"tool"`
-	Outcome string `yaml:"outcome"`
-	Ago     string `yaml:"ago"`
-	Count   int    `yaml:"count"`
+	Tool    string         `yaml:"tool"`
+	Outcome events.Outcome `yaml:"outcome"`
+	Ago     string         `yaml:"ago"`
+	Count   int            `yaml:"count"`
 }
 
 // CaseResult is what one case came to.
@@ -100,7 +100,7 @@ type CaseResult struct {
 	Line int
 	// Want is what the case expected.
 	Want string
-	Got  policy.Decision
+	Got  policy.Ruling
 	// Problem is empty when the case passed.
 	Problem string
 }
@@ -143,7 +143,7 @@ func LoadCases(path string) (*Cases, error) {
 		}
 		switch cs.Phase {
 		case "", PhaseInvocation:
-			if !policy.Outcome(cs.Want).Valid() {
+			if !events.Outcome(cs.Want).Valid() {
 				return nil, fmt.Errorf("%w: %s:%d: case %q: want %q (want one of allow, deny, abort, require_approval)", ErrCases, path, cs.line, cs.Name, cs.Want)
 			}
 		case PhaseDiscovery:
@@ -205,14 +205,14 @@ func RunCases(ctx context.Context, p policy.Policy, c *Cases) ([]CaseResult, err
 	return out, nil
 }
 
-func approvalKind(d policy.Decision) string {
+func approvalKind(d policy.Ruling) string {
 	if d.Approval == nil {
 		return ""
 	}
 	return d.Approval.Kind
 }
 
-func hasCode(d policy.Decision, code string) bool {
+func hasCode(d policy.Ruling, code string) bool {
 	for _, p := range d.Parts {
 		if p.Code == code {
 			return true
@@ -244,7 +244,7 @@ func (cs Case) request(specs map[string]events.ToolSpec, tools []events.ToolSpec
 		}
 		outcome := h.Outcome
 		if outcome == "" {
-			outcome = projector.Allow
+			outcome = events.Allow
 		}
 		n := max(h.Count, 1)
 		for range n {

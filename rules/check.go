@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/arbiter-run/arbiter/events"
 )
 
 // Severities of a [Finding].
@@ -32,10 +34,10 @@ func (f Finding) String() string {
 	return fmt.Sprintf("%s: %s: %s", where, f.Severity, f.Message)
 }
 
-// Check lints a loaded file. Loading already refused everything that is an
-// error (schema, conditions, repeated ids); what Check finds is legal and
+// Lint lints a loaded file. Loading already refused everything that is an
+// error (schema, conditions, repeated ids); what Lint finds is legal and
 // probably not meant.
-func Check(p *Policy) []Finding {
+func Lint(p *Policy) []Finding {
 	var out []Finding
 	add := func(at pos, rule, format string, a ...any) {
 		out = append(out, Finding{Severity: SevWarning, File: p.name, Line: at.line, Col: at.col, Rule: rule, Message: fmt.Sprintf(format, a...)})
@@ -102,15 +104,15 @@ func (r *compiledRule) strength() int {
 	case ModeWarn, ModeAudit:
 		return 0
 	case ModeConfirm:
-		return rank("require_approval")
+		return rank(events.RequireApproval)
 	}
 	if r.spec.Action == "deny" {
 		if r.pol.spec.Enforcement.Abort {
-			return rank("abort")
+			return rank(events.Abort)
 		}
-		return rank("deny")
+		return rank(events.Deny)
 	}
-	return rank("allow")
+	return rank(events.Allow)
 }
 
 func (r *compiledRule) verdictName() string {

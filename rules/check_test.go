@@ -37,7 +37,7 @@ policies:
 `
 	p := mustParse(t, doc)
 	got := map[string]string{}
-	for _, f := range rules.Check(p) {
+	for _, f := range rules.Lint(p) {
 		if f.Severity != rules.SevWarning || f.File != "t.yaml" || f.Line == 0 {
 			t.Errorf("finding %+v: want a warning with its place", f)
 		}
@@ -68,7 +68,7 @@ func TestCheck_ExamplesAreClean(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if fs := rules.Check(p); len(fs) != 0 {
+		if fs := rules.Lint(p); len(fs) != 0 {
 			t.Errorf("%s: findings %v, want none", name, fs)
 		}
 	}

@@ -141,9 +141,9 @@ func (r *compiledRule) effect() string {
 		return Narrows
 	}
 	switch r.strength() {
-	case rank("allow"):
+	case rank(events.Allow):
 		return Widens
-	case rank("require_approval"):
+	case rank(events.RequireApproval):
 		if r.baselineAllows() {
 			return Narrows
 		}
@@ -171,7 +171,7 @@ func (r *compiledRule) baselineAllows() bool {
 	}
 	mapping := policy.DefaultSideEffects()
 	for _, c := range classes {
-		if mapping[c] != policy.Allow {
+		if mapping[events.SideEffect(c)] != events.Allow {
 			return false
 		}
 	}
@@ -186,12 +186,12 @@ func (r *compiledRule) decisive() int {
 	}
 	switch r.pol.spec.Enforcement.Mode {
 	case ModeConfirm:
-		return rank("require_approval")
+		return rank(events.RequireApproval)
 	case ModeBlock:
 		if r.pol.spec.Enforcement.Abort {
-			return rank("abort")
+			return rank(events.Abort)
 		}
-		return rank("deny")
+		return rank(events.Deny)
 	}
 	return 0
 }

@@ -122,9 +122,9 @@ func (r *compiledRule) permission() int {
 // it does not know it denies.
 func basePermission(base policy.SideEffectPolicy, t *events.ToolSpec) int {
 	switch base[t.SideEffect] {
-	case policy.Allow:
+	case events.Allow:
 		return 1
-	case policy.RequireApproval:
+	case events.RequireApproval:
 		return 2
 	}
 	return 3

@@ -3,7 +3,7 @@
 // load, under a cost limit), and [Policy], which decides a request by every
 // rule that applies, deny winning, and falls through to a configured default
 // for what no rule decides. It also owns the static analysis of a file
-// ([Check], [Diff]) and the case tables run against one ([RunCases]).
+// ([Lint], [Diff]) and the case tables run against one ([RunCases]).
 //
 // Semantics: docs/adr/0016-declarative-policies.md. A rules policy is a pure
 // function of the request and the run view: it must not read a clock (time

@@ -49,10 +49,10 @@ func steps(r *driver.Run) []string {
 	for s := range v.Steps.All() {
 		line := s.Decision.Tool
 		if s.Policy != nil {
-			line += " " + s.Policy.Outcome
+			line += " " + string(s.Policy.Outcome)
 		}
 		if s.Observation != nil {
-			line += " " + s.Observation.Kind
+			line += " " + string(s.Observation.Kind)
 		}
 		out = append(out, line)
 	}
@@ -114,7 +114,7 @@ func TestDriver_RefundLimitThroughTheRealLoop(t *testing.T) {
 	}
 	var ids []string
 	for _, part := range denied.Parts {
-		ids = append(ids, part.ID+"="+part.Outcome)
+		ids = append(ids, part.ID+"="+string(part.Outcome))
 	}
 	want := []string{"side-effects default=allow", p.Members()[1] + "=deny", "2 / refund-too-large/too-large=deny", "2 / refund-needs-manager/above-500=require_approval"}
 	if strings.Join(ids, " ") != strings.Join(want, " ") {
@@ -142,7 +142,7 @@ func TestDriver_RefundLimitThroughTheRealLoop(t *testing.T) {
 		t.Errorf("refunds executed %q, want 400 and then 700", calls)
 	}
 
-	sum, err := replay.Check(t.Context(), log, p, replay.Selection{}, replay.Options{Operators: ops}, func(replay.Result) error { return nil })
+	sum, err := replay.Audit(t.Context(), log, p, replay.Selection{}, replay.Options{Operators: ops}, func(replay.Result) error { return nil })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -74,7 +74,7 @@ func TestExamples_ThroughTheDriver(t *testing.T) {
 				}
 				continue
 			}
-			if s.Policy.Outcome != cs.Want {
+			if string(s.Policy.Outcome) != cs.Want {
 				t.Errorf("%s: recorded %s (%s), want %s", where, s.Policy.Outcome, s.Policy.Reason, cs.Want)
 			}
 			if cs.WantKind != "" {

@@ -257,4 +257,10 @@ func yamlError(name string, err error) error {
 	return &LoadError{File: name, Line: line, Col: 1, Reason: msg, Err: ErrSyntax}
 }
 
-var sideEffectClasses = []string{events.ReadOnly, events.LocalMutation, events.RemoteMutation, events.Destructive}
+var sideEffectClasses = func() []string {
+	var cs []string
+	for _, c := range events.SideEffects {
+		cs = append(cs, string(c))
+	}
+	return cs
+}()

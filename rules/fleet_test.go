@@ -77,7 +77,7 @@ func TestDriver_FleetRateLimitAcrossTwoWorkers(t *testing.T) {
 		}
 		v := r.View()
 		for s := range v.Steps.All() {
-			outcomes = append(outcomes, s.Policy.Outcome)
+			outcomes = append(outcomes, string(s.Policy.Outcome))
 			if got := s.Policy.Parts; len(got) < 3 || got[2].Window == "" {
 				t.Errorf("run %s step %d: parts %+v, want the window's reading recorded", r.ID(), s.N, got)
 			}
@@ -101,7 +101,7 @@ func TestDriver_FleetRateLimitAcrossTwoWorkers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sum, err := replay.Check(t.Context(), log, unwindowed, replay.Selection{}, replay.Options{}, func(replay.Result) error { return nil })
+	sum, err := replay.Audit(t.Context(), log, unwindowed, replay.Selection{}, replay.Options{}, func(replay.Result) error { return nil })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +115,7 @@ func TestDriver_FleetRateLimitAcrossTwoWorkers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if dec.Outcome != policy.Deny || !strings.Contains(dec.Reason, rules.ErrNoWindows.Error()) {
+	if dec.Outcome != events.Deny || !strings.Contains(dec.Reason, rules.ErrNoWindows.Error()) {
 		t.Errorf("no counter: %s %q, want deny naming the missing counter", dec.Outcome, dec.Reason)
 	}
 }

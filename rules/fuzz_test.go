@@ -47,7 +47,7 @@ func FuzzParse(f *testing.F) {
 		if err != nil || again.PolicyID() != p.PolicyID() {
 			t.Fatalf("the same bytes loaded twice: %v, ids %s and %s", err, p.PolicyID(), again.PolicyID())
 		}
-		rules.Check(p)
+		rules.Lint(p)
 		rules.Diff(p, again)
 		req, v := request(tool, `{"amount":700,"url":"https://a.example.com/x"}`, &events.Actor{ID: "a", Roles: []string{"finance"}}, time.Unix(0, 0))
 		d, err := p.Evaluate(context.Background(), req, v)

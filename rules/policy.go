@@ -69,7 +69,7 @@ func (p *Policy) Default() string { return p.defName }
 // every rule that applied, in priority order, then the default if it
 // decided. A condition that fails to evaluate denies (recorded with its
 // error): the policy fails closed.
-func (p *Policy) Evaluate(ctx context.Context, req policy.Request, view projector.View) (policy.Decision, error) {
+func (p *Policy) Evaluate(ctx context.Context, req policy.Request, view projector.View) (policy.Ruling, error) {
 	// The request, the view and the evaluation escape together (CEL holds
 	// the evaluation as its activation): one allocation, not three.
 	h := &struct {
@@ -97,23 +97,23 @@ func (p *Policy) Evaluate(ctx context.Context, req policy.Request, view projecto
 		if win.rule == nil || rank(v.outcome) > rank(win.outcome) {
 			win = v
 		}
-		if v.outcome == policy.RequireApproval && confirm.rule == nil {
+		if v.outcome == events.RequireApproval && confirm.rule == nil {
 			confirm = v
 		}
 	}
 	if win.rule == nil {
 		dec, err := p.fallThrough(ctx, req, view)
 		if err != nil {
-			return policy.Decision{}, err
+			return policy.Ruling{}, err
 		}
-		dec.Parts = append(parts, events.PolicyPart{ID: p.defID, Outcome: string(dec.Outcome), Reason: dec.Reason})
+		dec.Parts = append(parts, events.PolicyPart{ID: p.defID, Outcome: dec.Outcome, Reason: dec.Reason})
 		return dec, nil
 	}
-	dec := policy.Decision{Outcome: win.outcome, Reason: win.reason, Parts: parts}
-	if win.outcome == policy.RequireApproval {
+	dec := policy.Ruling{Outcome: win.outcome, Reason: win.reason, Parts: parts}
+	if win.outcome == events.RequireApproval {
 		a, err := confirm.rule.approval(req)
 		if err != nil {
-			return policy.Decision{}, err
+			return policy.Ruling{}, err
 		}
 		dec.Approval = a
 	}
@@ -154,25 +154,25 @@ func (p *Policy) candidates(tool *events.ToolSpec) []*compiledRule {
 	return out
 }
 
-func (p *Policy) fallThrough(ctx context.Context, req policy.Request, view projector.View) (policy.Decision, error) {
+func (p *Policy) fallThrough(ctx context.Context, req policy.Request, view projector.View) (policy.Ruling, error) {
 	switch p.defName {
 	case DefaultAllow:
-		return policy.Decision{Outcome: policy.Allow, Reason: "no rule decided; the file's default is allow"}, nil
+		return policy.Ruling{Outcome: events.Allow, Reason: "no rule decided; the file's default is allow"}, nil
 	case DefaultDeny:
-		return policy.Decision{Outcome: policy.Deny, Reason: "no rule decided; the file's default is deny"}, nil
+		return policy.Ruling{Outcome: events.Deny, Reason: "no rule decided; the file's default is deny"}, nil
 	}
 	return p.def.Evaluate(ctx, req, view)
 }
 
-func rank(o policy.Outcome) int {
+func rank(o events.Outcome) int {
 	switch o {
-	case policy.Abort:
+	case events.Abort:
 		return 4
-	case policy.Deny:
+	case events.Deny:
 		return 3
-	case policy.RequireApproval:
+	case events.RequireApproval:
 		return 2
-	case policy.Allow:
+	case events.Allow:
 		return 1
 	}
 	return 0
@@ -181,7 +181,7 @@ func rank(o policy.Outcome) int {
 // verdict is what one applicable rule says.
 type verdict struct {
 	rule    *compiledRule
-	outcome policy.Outcome
+	outcome events.Outcome
 	reason  string
 	decides bool
 	part    events.PolicyPart
@@ -201,15 +201,15 @@ func (r *compiledRule) apply(ev *evaluation) (verdict, bool) {
 		holds, err := r.holds(ev)
 		if err != nil {
 			reason := fmt.Sprintf("%s: condition failed to evaluate (denied): %v", r.id, err)
-			return verdict{rule: r, outcome: policy.Deny, reason: reason, decides: true,
-				part: events.PolicyPart{ID: r.id, Outcome: string(policy.Deny), Reason: reason, Code: "CONDITION_ERROR", Mode: ModeBlock}}, true
+			return verdict{rule: r, outcome: events.Deny, reason: reason, decides: true,
+				part: events.PolicyPart{ID: r.id, Outcome: events.Deny, Reason: reason, Code: "CONDITION_ERROR", Mode: ModeBlock}}, true
 		}
 		if !holds {
 			return verdict{}, false
 		}
 	}
 	mode := cp.spec.Enforcement.Mode
-	outcome := policy.Allow
+	outcome := events.Allow
 	reason := r.reasonText()
 	limited := r.perRun >= 0 || r.perHour >= 0
 	var window string
@@ -221,30 +221,30 @@ func (r *compiledRule) apply(ev *evaluation) (verdict, bool) {
 			over, count, window, reading, err = r.fleetWindow(ev)
 			if err != nil {
 				reason := fmt.Sprintf("%s: fleet window failed (denied): %v", r.id, err)
-				return verdict{rule: r, outcome: policy.Deny, reason: reason, decides: true,
-					part: events.PolicyPart{ID: r.id, Outcome: string(policy.Deny), Reason: reason, Code: "WINDOW_ERROR", Mode: ModeBlock}}, true
+				return verdict{rule: r, outcome: events.Deny, reason: reason, decides: true,
+					part: events.PolicyPart{ID: r.id, Outcome: events.Deny, Reason: reason, Code: "WINDOW_ERROR", Mode: ModeBlock}}, true
 			}
 		}
 		if !over {
 			// Within its limit a rate rule decides nothing: it limits, it
 			// never grants.
-			return verdict{rule: r, outcome: policy.Allow, reason: reason,
-				part: events.PolicyPart{ID: r.id, Outcome: string(policy.Allow), Reason: r.id + ": within limit (" + count + ")", Code: r.spec.Code, Mode: mode, Window: window, Count: reading}}, true
+			return verdict{rule: r, outcome: events.Allow, reason: reason,
+				part: events.PolicyPart{ID: r.id, Outcome: events.Allow, Reason: r.id + ": within limit (" + count + ")", Code: r.spec.Code, Mode: mode, Window: window, Count: reading}}, true
 		}
 		reason = r.id + ": limit reached (" + count + ")" + r.suffix()
-		outcome = policy.Deny
+		outcome = events.Deny
 	} else if r.spec.Action == "deny" {
-		outcome = policy.Deny
+		outcome = events.Deny
 	}
 	decides := true
 	switch mode {
 	case ModeConfirm:
-		outcome = policy.RequireApproval
+		outcome = events.RequireApproval
 	case ModeWarn, ModeAudit:
 		decides = false
 	case ModeBlock:
-		if outcome == policy.Deny && cp.spec.Enforcement.Abort {
-			outcome = policy.Abort
+		if outcome == events.Deny && cp.spec.Enforcement.Abort {
+			outcome = events.Abort
 		}
 	}
 	// The part records a reason only when it is not the rule's own text:
@@ -256,7 +256,7 @@ func (r *compiledRule) apply(ev *evaluation) (verdict, bool) {
 		partReason = ""
 	}
 	return verdict{rule: r, outcome: outcome, reason: reason, decides: decides,
-		part: events.PolicyPart{ID: r.id, Outcome: string(outcome), Reason: partReason, Code: r.spec.Code, Mode: mode, Window: window, Count: reading}}, true
+		part: events.PolicyPart{ID: r.id, Outcome: outcome, Reason: partReason, Code: r.spec.Code, Mode: mode, Window: window, Count: reading}}, true
 }
 
 func (r *compiledRule) reasonText() string { return r.reason }
@@ -276,7 +276,7 @@ func (r *compiledRule) suffix() string {
 }
 
 func (cp *compiledPolicy) inScope(t *events.ToolSpec) bool {
-	if cp.class != nil && !cp.class[t.SideEffect] {
+	if cp.class != nil && !cp.class[string(t.SideEffect)] {
 		return false
 	}
 	if len(cp.tools) == 0 {
@@ -299,7 +299,7 @@ func (r *compiledRule) targets(t *events.ToolSpec, ev *evaluation) bool {
 	case TargetData:
 		return r.anyMatch(t.Data)
 	case TargetOperation:
-		return r.glob.match(t.SideEffect) || r.anyMatch(t.Tags)
+		return r.glob.match(string(t.SideEffect)) || r.anyMatch(t.Tags)
 	case TargetResource:
 		if t.Resource == "" {
 			return false
@@ -356,7 +356,7 @@ func (r *compiledRule) overLimit(ev *evaluation) (bool, string) {
 	var inRun, inHour int64
 	for i := 0; i < ev.view.Steps.Len(); i++ {
 		s := ev.view.Steps.At(i)
-		if s.N >= ev.req.Step || s.Policy == nil || !(s.Policy.Outcome == projector.Allow || s.Policy.Consumes != "") {
+		if s.N >= ev.req.Step || s.Policy == nil || !(s.Policy.Outcome == events.Allow || s.Policy.Consumes != "") {
 			continue
 		}
 		spec, ok := toolSpec(ev.view, s.Decision.Tool)
@@ -389,7 +389,7 @@ func (r *compiledRule) limitTargets(t *events.ToolSpec) bool {
 	case TargetData:
 		return r.anyMatch(t.Data)
 	case TargetOperation:
-		return r.glob.match(t.SideEffect) || r.anyMatch(t.Tags)
+		return r.glob.match(string(t.SideEffect)) || r.anyMatch(t.Tags)
 	}
 	return false
 }

@@ -35,7 +35,7 @@ func request(tool events.ToolSpec, args string, actor *events.Actor, at time.Tim
 	return policy.Request{Run: "r1", Step: 1, Tool: tool, Args: json.RawMessage(args)}, v
 }
 
-func decide(t *testing.T, p policy.Policy, tool events.ToolSpec, args string, actor *events.Actor) policy.Decision {
+func decide(t *testing.T, p policy.Policy, tool events.ToolSpec, args string, actor *events.Actor) policy.Ruling {
 	t.Helper()
 	req, v := request(tool, args, actor, time.Date(2026, 3, 2, 9, 30, 0, 0, time.UTC))
 	d, err := p.Evaluate(context.Background(), req, v)
@@ -45,10 +45,10 @@ func decide(t *testing.T, p policy.Policy, tool events.ToolSpec, args string, ac
 	return d
 }
 
-func partIDs(d policy.Decision) []string {
+func partIDs(d policy.Ruling) []string {
 	var ids []string
 	for _, p := range d.Parts {
-		ids = append(ids, p.ID+"="+p.Outcome)
+		ids = append(ids, p.ID+"="+string(p.Outcome))
 	}
 	return ids
 }
@@ -72,7 +72,7 @@ policies:
     enforcement: {mode: block}
 `
 	d := decide(t, mustParse(t, doc), readTool, `{}`, nil)
-	if d.Outcome != policy.Deny || d.Reason != "lo/d: no" {
+	if d.Outcome != events.Deny || d.Reason != "lo/d: no" {
 		t.Errorf("got %s %q, want deny %q", d.Outcome, d.Reason, "lo/d: no")
 	}
 	if got, want := strings.Join(partIDs(d), " "), "hi/a=allow lo/d=deny"; got != want {
@@ -84,13 +84,13 @@ policies:
 func TestPolicy_Modes(t *testing.T) {
 	tests := []struct {
 		mode, extra string
-		want        policy.Outcome
+		want        events.Outcome
 	}{
-		{"block", "", policy.Deny},
-		{"block", ", abort: true", policy.Abort},
-		{"confirm", "", policy.RequireApproval},
-		{"warn", "", policy.Allow},  // recorded, the side-effect default decides
-		{"audit", "", policy.Allow}, // likewise
+		{"block", "", events.Deny},
+		{"block", ", abort: true", events.Abort},
+		{"confirm", "", events.RequireApproval},
+		{"warn", "", events.Allow},
+		{"audit", "", events.Allow},
 	}
 	for _, tt := range tests {
 		t.Run(tt.mode+tt.extra, func(t *testing.T) {
@@ -113,7 +113,7 @@ policies:
 					t.Errorf("parts %+v, want the rule's deny recorded and the default deciding", d.Parts)
 				}
 			}
-			if tt.want == policy.RequireApproval {
+			if tt.want == events.RequireApproval {
 				a := d.Approval
 				if a == nil || a.Kind != "p" {
 					t.Fatalf("approval %+v, want kind p", a)
@@ -140,7 +140,7 @@ policies:
     enforcement: {mode: warn}
 `
 	d := decide(t, mustParse(t, doc), events.ToolSpec{Name: "rm", SideEffect: events.Destructive}, `{}`, nil)
-	if d.Outcome != policy.Deny {
+	if d.Outcome != events.Deny {
 		t.Errorf("got %s, want deny (the side-effect default)", d.Outcome)
 	}
 }
@@ -156,14 +156,14 @@ func TestPolicy_Defaults(t *testing.T) {
 	tests := []struct {
 		def  string
 		tool events.ToolSpec
-		want policy.Outcome
+		want events.Outcome
 	}{
-		{"", destructive, policy.Deny},
-		{"", events.ToolSpec{Name: "send", SideEffect: events.RemoteMutation}, policy.RequireApproval},
-		{"", events.ToolSpec{Name: "odd", SideEffect: "unheard_of"}, policy.Deny},
-		{"default: side_effects\n", readTool, policy.Allow},
-		{"default: deny\n", readTool, policy.Deny},
-		{"default: allow\n", destructive, policy.Allow},
+		{"", destructive, events.Deny},
+		{"", events.ToolSpec{Name: "send", SideEffect: events.RemoteMutation}, events.RequireApproval},
+		{"", events.ToolSpec{Name: "odd", SideEffect: "unheard_of"}, events.Deny},
+		{"default: side_effects\n", readTool, events.Allow},
+		{"default: deny\n", readTool, events.Deny},
+		{"default: allow\n", destructive, events.Allow},
 	}
 	for _, tt := range tests {
 		d := decide(t, mustParse(t, "version: 1\n"+tt.def+body), tt.tool, `{}`, nil)
@@ -192,7 +192,7 @@ func TestPolicy_NotApplying(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			doc := "version: 1\npolicies:\n  - id: p\n    type: tool_access\n    " + p + "\n"
 			d := decide(t, mustParse(t, doc), readTool, `{"q":1}`, nil)
-			if d.Outcome != policy.Allow || len(d.Parts) != 1 {
+			if d.Outcome != events.Allow || len(d.Parts) != 1 {
 				t.Errorf("got %s %v, want the default's allow alone", d.Outcome, partIDs(d))
 			}
 			// The same policy applies once what kept it out is changed.
@@ -200,7 +200,7 @@ func TestPolicy_NotApplying(t *testing.T) {
 				"other_*", "docs_*", "[destructive]", "[read_only]", "q: 2", "q: 1", "args.q > 1", "args.q > 0", `pattern: "*"`, "pattern: secret").Replace(doc)
 			tool := readTool
 			tool.Data = []string{"secret"}
-			if d := decide(t, mustParse(t, on), tool, `{"q":1}`, nil); d.Outcome != policy.Deny {
+			if d := decide(t, mustParse(t, on), tool, `{"q":1}`, nil); d.Outcome != events.Deny {
 				t.Errorf("changed to apply: got %s, want deny", d.Outcome)
 			}
 		})
@@ -225,7 +225,7 @@ policies:
 `
 			items := "[" + strings.TrimSuffix(strings.Repeat("1,", 100), ",") + "]"
 			d := decide(t, mustParse(t, doc), readTool, `{"items":`+items+`}`, nil)
-			if d.Outcome != policy.Deny || len(d.Parts) != 1 || d.Parts[0].Code != "CONDITION_ERROR" {
+			if d.Outcome != events.Deny || len(d.Parts) != 1 || d.Parts[0].Code != "CONDITION_ERROR" {
 				t.Errorf("got %s %+v, want deny with CONDITION_ERROR", d.Outcome, d.Parts)
 			}
 			if !strings.Contains(d.Reason, "failed to evaluate") {
@@ -263,7 +263,7 @@ policies:
     enforcement: {mode: block}
 `
 		d := decide(t, mustParse(t, doc), tool, `{"n":3,"url":"https://api.example.com/x"}`, tt.actor)
-		if got := d.Outcome == policy.Deny; got != tt.want {
+		if got := d.Outcome == events.Deny; got != tt.want {
 			t.Errorf("%s (actor %v): applied %v, want %v (%s)", tt.cond, tt.actor, got, tt.want, d.Reason)
 		}
 	}
@@ -281,7 +281,7 @@ policies:
 	at := time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
 	v := projector.View{Run: projector.Run{ID: "r1", Tools: []events.ToolSpec{readTool}}}
 	var steps []projector.Step
-	var got []policy.Outcome
+	var got []events.Outcome
 	for n := 1; n <= 4; n++ {
 		steps = append(steps, projector.Step{N: n, Decision: events.StepDecidedBody{Step: n, Tool: readTool.Name}, Decided: at})
 		v.Steps = projector.StepsOf(steps...)
@@ -290,10 +290,10 @@ policies:
 			t.Fatal(err)
 		}
 		got = append(got, d.Outcome)
-		steps[n-1].Policy = &events.PolicyBody{Step: n, Outcome: string(d.Outcome)}
+		steps[n-1].Policy = &events.PolicyBody{Step: n, Outcome: d.Outcome}
 		steps[n-1].Observation = &events.ObservedBody{Step: n, Kind: events.ObsResult}
 	}
-	want := []policy.Outcome{policy.Allow, policy.Allow, policy.Deny, policy.Deny}
+	want := []events.Outcome{events.Allow, events.Allow, events.Deny, events.Deny}
 	for i := range want {
 		if got[i] != want[i] {
 			t.Errorf("call %d: got %s, want %s", i+1, got[i], want[i])
@@ -414,7 +414,7 @@ policies:
 	if got := byID["stop/odd"]; got.Code != "CONDITION_ERROR" || !strings.Contains(got.Reason, "condition failed to evaluate") {
 		t.Errorf("failed condition's part %+v, want CONDITION_ERROR with the error", got)
 	}
-	if d.Outcome != policy.Deny || d.Reason != "stop/big: Too much (Ask ops)" {
+	if d.Outcome != events.Deny || d.Reason != "stop/big: Too much (Ask ops)" {
 		t.Errorf("decision %s %q, want a deny naming its rule's text", d.Outcome, d.Reason)
 	}
 }

@@ -14,7 +14,7 @@ import (
 
 // Agent returns Decisions[len(steps so far)].
 type Agent struct {
-	Decisions []driver.Decision
+	Decisions []driver.Action
 }
 
 var _ driver.Pure = Agent{}
@@ -25,16 +25,16 @@ func (Agent) Pure() {}
 
 // Decide returns the decision for the next step, or an error when the script
 // has none left.
-func (a Agent) Decide(_ context.Context, in driver.StepInput) (driver.Decision, error) {
+func (a Agent) Decide(_ context.Context, in driver.StepInput) (driver.Action, error) {
 	n := in.Steps.Len()
 	if n >= len(a.Decisions) {
-		return driver.Decision{}, fmt.Errorf("script exhausted after %d decisions", len(a.Decisions))
+		return driver.Action{}, fmt.Errorf("script exhausted after %d decisions", len(a.Decisions))
 	}
 	return a.Decisions[n], nil
 }
 
 // Call is a decision to call tool with args, given as raw bytes exactly as a
 // model might send them (malformed or not).
-func Call(tool, args string) driver.Decision {
-	return driver.Decision{Tool: tool, Args: json.RawMessage(args)}
+func Call(tool, args string) driver.Action {
+	return driver.Action{Tool: tool, Args: json.RawMessage(args)}
 }

@@ -12,7 +12,7 @@ import (
 // The agent decides by the number of steps in the view, so a worker that
 // picks a run up mid-way asks for the next call, not the first.
 func TestAgent_DecidesByStepCount(t *testing.T) {
-	a := scripted.Agent{Decisions: []driver.Decision{scripted.Call("a", `{}`), scripted.Call("b", `{"x":1}`)}}
+	a := scripted.Agent{Decisions: []driver.Action{scripted.Call("a", `{}`), scripted.Call("b", `{"x":1}`)}}
 	ctx := context.Background()
 	d, err := a.Decide(ctx, driver.StepInput{})
 	if err != nil || d.Tool != "a" {

@@ -29,12 +29,12 @@ type Finding struct {
 	Change string    `json:"change"`
 	// Recorded is what the enforcing policy decided, Shadow what the
 	// candidate said.
-	PolicyID       string `json:"policy_id"`
-	Recorded       string `json:"recorded"`
-	RecordedReason string `json:"recorded_reason,omitempty"`
-	ShadowID       string `json:"shadow_id"`
-	Shadow         string `json:"shadow"`
-	ShadowReason   string `json:"shadow_reason,omitempty"`
+	PolicyID       string         `json:"policy_id"`
+	Recorded       events.Outcome `json:"recorded"`
+	RecordedReason string         `json:"recorded_reason,omitempty"`
+	ShadowID       string         `json:"shadow_id"`
+	Shadow         events.Outcome `json:"shadow"`
+	ShadowReason   string         `json:"shadow_reason,omitempty"`
 }
 
 // Summary counts what a report read.
@@ -49,13 +49,13 @@ type Summary struct {
 
 // strictness orders outcomes from the most permissive; a candidate's error
 // counts as the strictest (the runtime fails closed on one).
-func strictness(outcome string) int {
+func strictness(outcome events.Outcome) int {
 	switch outcome {
-	case "allow":
+	case events.Allow:
 		return 0
-	case "require_approval":
+	case events.RequireApproval:
 		return 1
-	case "deny":
+	case events.Deny:
 		return 2
 	}
 	return 3 // abort, error
@@ -76,7 +76,7 @@ func Compare(b events.PolicyBody) string {
 		return Narrows
 	case b.Outcome != s.Outcome:
 		return Changed
-	case b.Outcome == "require_approval" && b.Approval != nil && b.Approval.Kind != s.ApprovalKind:
+	case b.Outcome == events.RequireApproval && b.Approval != nil && b.Approval.Kind != s.ApprovalKind:
 		return Changed
 	}
 	return ""

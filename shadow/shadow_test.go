@@ -66,13 +66,13 @@ func shadowed(t *testing.T) (*events.Log, *driver.Run, *testkit.Ledger) {
 func TestShadow_RecordedAndNeverEnforced(t *testing.T) {
 	_, r, refund := shadowed(t)
 	v := r.View()
-	if v.Run.Status != projector.Waiting || v.PendingApproval().Kind != events.RemoteMutation {
+	if v.Run.Status != projector.Waiting || v.PendingApproval().Kind != string(events.RemoteMutation) {
 		t.Fatalf("run %s, want waiting on the side-effect policy's remote_mutation approval", v.Run.Status)
 	}
 	if refund.Count() != 3 {
 		t.Errorf("refunds ran %d times, want all 3: the candidate's deny and approval are not enforced", refund.Count())
 	}
-	want := []string{"allow", "deny", "require_approval", "allow"}
+	want := []events.Outcome{"allow", "deny", "require_approval", "allow"}
 	for i, w := range want {
 		s := v.Step(i + 1)
 		if s.Policy == nil || s.Policy.Shadow == nil || s.Policy.Shadow.Outcome != w || !strings.HasPrefix(s.Policy.Shadow.PolicyID, "rules sha256:") {
@@ -98,7 +98,7 @@ func TestShadow_ReportsWhereTheCandidateDiffers(t *testing.T) {
 	}
 	var got []string
 	collect := func(f shadow.Finding) error {
-		got = append(got, strings.Join([]string{itoa(f.Step), f.Tool, f.Change, f.Recorded + "→" + f.Shadow}, " "))
+		got = append(got, strings.Join([]string{itoa(f.Step), f.Tool, f.Change, string(f.Recorded) + "→" + string(f.Shadow)}, " "))
 		return nil
 	}
 	sum, err := shadow.Runs(t.Context(), log, []string{r.ID()}, collect)
@@ -122,9 +122,10 @@ func TestShadow_ReportsWhereTheCandidateDiffers(t *testing.T) {
 func TestCompare(t *testing.T) {
 	approval := &events.ApprovalRequest{Kind: "manager"}
 	tests := []struct {
-		rec, sh, kind string
-		a             *events.ApprovalRequest
-		want          string
+		rec, sh events.Outcome
+		kind    string
+		a       *events.ApprovalRequest
+		want    string
 	}{
 		{"allow", "allow", "", nil, ""},
 		{"deny", "allow", "", nil, shadow.Widens},

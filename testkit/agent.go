@@ -19,15 +19,15 @@ type Script struct {
 var _ driver.Agent = (*Script)(nil)
 
 // NewScript returns a scripted agent: the n-th decision for the n-th step.
-func NewScript(decisions ...driver.Decision) *Script {
+func NewScript(decisions ...driver.Action) *Script {
 	return &Script{agent: scripted.Agent{Decisions: decisions}}
 }
 
 // Call is a decision to call tool with args (raw bytes, malformed or not).
-func Call(tool, args string) driver.Decision { return scripted.Call(tool, args) }
+func Call(tool, args string) driver.Action { return scripted.Call(tool, args) }
 
 // Decide records in and returns the next decision of the script.
-func (s *Script) Decide(ctx context.Context, in driver.StepInput) (driver.Decision, error) {
+func (s *Script) Decide(ctx context.Context, in driver.StepInput) (driver.Action, error) {
 	s.mu.Lock()
 	s.inputs = append(s.inputs, in)
 	s.mu.Unlock()
@@ -53,7 +53,7 @@ type Counter struct {
 func (Counter) Pure() {}
 
 // Decide returns the call for the next step.
-func (c Counter) Decide(_ context.Context, in driver.StepInput) (driver.Decision, error) {
+func (c Counter) Decide(_ context.Context, in driver.StepInput) (driver.Action, error) {
 	n := in.Steps.Len() + 1
 	if n >= c.Steps {
 		return Call("done", `{}`), nil

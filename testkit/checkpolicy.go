@@ -18,7 +18,7 @@ import (
 // runtime's own checks refuse: an unknown tool, arguments that are not one
 // usable JSON value, or arguments the tool's schema rejects. Such a request
 // never reaches the policy.
-const Refused policy.Outcome = "refused"
+const Refused events.Outcome = "refused"
 
 // PolicyCase is one row of a policy table for [CheckPolicy].
 type PolicyCase struct {
@@ -32,7 +32,7 @@ type PolicyCase struct {
 	// with the tools recorded.
 	View *projector.View
 	// Want is one of the four outcomes, or [Refused].
-	Want policy.Outcome
+	Want events.Outcome
 	// Kind, for Want require_approval, is the approval kind expected; ""
 	// does not check it.
 	Kind string
@@ -47,7 +47,7 @@ const checkRun = "checkpolicy"
 //
 // Each tool is compiled once with [driver.Compile]; a tool that does not
 // compile, or two tools with one name, fail t at once. A case naming no tool
-// is [Refused]; so is one whose Args [driver.CompiledTool.Check] refuses (the
+// is [Refused]; so is one whose Args [driver.CompiledTool.CheckArgs] refuses (the
 // JSON boundary, then the schema), and the policy is not called for it.
 // Otherwise p.Evaluate is handed a request for step 1 of run "checkpolicy"
 // with the arguments in PolicyJSON form, and a copy of the case's view.
@@ -85,7 +85,7 @@ func CheckPolicy(t testing.TB, p policy.Policy, tools []driver.Tool, cases []Pol
 		got, kind, detail := set.decide(t.Context(), p, c.Tool, []byte(c.Args), checkRun, view)
 		switch {
 		case got != c.Want:
-		case got == policy.RequireApproval && c.Kind != "" && kind != c.Kind:
+		case got == events.RequireApproval && c.Kind != "" && kind != c.Kind:
 		default:
 			continue
 		}
@@ -101,7 +101,7 @@ func (c PolicyCase) malformed() string {
 	switch {
 	case c.Want != Refused && !c.Want.Valid():
 		return fmt.Sprintf("the case wants %q (want one of allow, deny, abort, require_approval, refused)", c.Want)
-	case c.Kind != "" && c.Want != policy.RequireApproval:
+	case c.Kind != "" && c.Want != events.RequireApproval:
 		return fmt.Sprintf("the case names approval kind %q but wants %s (a kind is only checked for require_approval)", c.Kind, c.Want)
 	}
 	return ""
@@ -114,8 +114,8 @@ func (c PolicyCase) want() string {
 	return string(c.Want)
 }
 
-func gotOutcome(o policy.Outcome, kind string) string {
-	if o == policy.RequireApproval && kind != "" {
+func gotOutcome(o events.Outcome, kind string) string {
+	if o == events.RequireApproval && kind != "" {
 		return fmt.Sprintf("%s (kind %s)", o, kind)
 	}
 	return string(o)
@@ -123,7 +123,7 @@ func gotOutcome(o policy.Outcome, kind string) string {
 
 // undecided is the outcome shown for a request the runtime would fail the
 // run on: the policy returned an error or a decision it cannot act on.
-const undecided policy.Outcome = "internal_error"
+const undecided events.Outcome = "internal_error"
 
 // toolSet is a set of compiled tools, by name and in order.
 type toolSet struct {
@@ -170,12 +170,12 @@ func freshView(run string, tools []events.ToolSpec) projector.View {
 // or [undecided] included), the approval kind for require_approval, and a
 // detail a person can read: why it was refused, what went wrong, or the
 // policy's reason.
-func (s *toolSet) decide(ctx context.Context, p policy.Policy, tool string, raw []byte, run string, view projector.View) (policy.Outcome, string, string) {
+func (s *toolSet) decide(ctx context.Context, p policy.Policy, tool string, raw []byte, run string, view projector.View) (events.Outcome, string, string) {
 	ct := s.byName[tool]
 	if ct == nil {
 		return Refused, "", fmt.Sprintf("no tool named %q (tools: %s)", tool, s.names())
 	}
-	args, err := ct.Check(raw)
+	args, err := ct.CheckArgs(raw)
 	if err != nil {
 		var ae *driver.ArgsError
 		if errors.As(err, &ae) && ae.Malformed() {
@@ -188,7 +188,7 @@ func (s *toolSet) decide(ctx context.Context, p policy.Policy, tool string, raw 
 
 // evaluate asks p about an accepted request as the runtime does
 // ([policy.Ask]) and holds its answer to what the driver can act on.
-func evaluate(ctx context.Context, p policy.Policy, req policy.Request, view projector.View) (policy.Outcome, string, string) {
+func evaluate(ctx context.Context, p policy.Policy, req policy.Request, view projector.View) (events.Outcome, string, string) {
 	v := policy.Ask(ctx, p, req, view.Clone())
 	if v.Err != nil {
 		return undecided, "", v.Err.Error()

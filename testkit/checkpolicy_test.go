@@ -76,12 +76,12 @@ type counting struct {
 	views    []projector.View
 }
 
-func (c *counting) Evaluate(_ context.Context, req policy.Request, v projector.View) (policy.Decision, error) {
+func (c *counting) Evaluate(_ context.Context, req policy.Request, v projector.View) (policy.Ruling, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.requests = append(c.requests, req)
 	c.views = append(c.views, v)
-	return policy.Decision{Outcome: policy.Allow}, nil
+	return policy.Ruling{Outcome: events.Allow}, nil
 }
 
 func (c *counting) calls() int {
@@ -91,20 +91,20 @@ func (c *counting) calls() int {
 }
 
 // policyFunc adapts a function to policy.Policy.
-type policyFunc func(policy.Request, projector.View) (policy.Decision, error)
+type policyFunc func(policy.Request, projector.View) (policy.Ruling, error)
 
-func (f policyFunc) Evaluate(_ context.Context, req policy.Request, v projector.View) (policy.Decision, error) {
+func (f policyFunc) Evaluate(_ context.Context, req policy.Request, v projector.View) (policy.Ruling, error) {
 	return f(req, v)
 }
 
 func TestCheckPolicy_AgreeingTablePasses(t *testing.T) {
 	rec := &recorder{TB: t}
 	testkit.CheckPolicy(rec, policy.DefaultSideEffects(), ledgerTools(), []testkit.PolicyCase{
-		{Name: "read allowed", Tool: "read_file", Args: `{"path":"notes.txt"}`, Want: policy.Allow},
-		{Name: "write allowed", Tool: "write_file", Args: `{"path":"notes.txt"}`, Want: policy.Allow},
-		{Name: "delete denied", Tool: "delete_file", Args: `{"path":"/"}`, Want: policy.Deny},
-		{Name: "send asks", Tool: "send_email", Args: `{"to":"ops@example.com"}`, Want: policy.RequireApproval, Kind: events.RemoteMutation},
-		{Name: "send asks, any kind", Tool: "send_email", Args: `{"to":"ops@example.com"}`, Want: policy.RequireApproval},
+		{Name: "read allowed", Tool: "read_file", Args: `{"path":"notes.txt"}`, Want: events.Allow},
+		{Name: "write allowed", Tool: "write_file", Args: `{"path":"notes.txt"}`, Want: events.Allow},
+		{Name: "delete denied", Tool: "delete_file", Args: `{"path":"/"}`, Want: events.Deny},
+		{Name: "send asks", Tool: "send_email", Args: `{"to":"ops@example.com"}`, Want: events.RequireApproval, Kind: string(events.RemoteMutation)},
+		{Name: "send asks, any kind", Tool: "send_email", Args: `{"to":"ops@example.com"}`, Want: events.RequireApproval},
 		{Name: "no path", Tool: "read_file", Args: `{}`, Want: testkit.Refused},
 		{Name: "extra member", Tool: "delete_file", Args: `{"path":"/","force":true}`, Want: testkit.Refused},
 		{Name: "malformed", Tool: "read_file", Args: `{"path": "notes.txt"`, Want: testkit.Refused},
@@ -116,17 +116,17 @@ func TestCheckPolicy_AgreeingTablePasses(t *testing.T) {
 
 func TestCheckPolicy_DisagreementsPrintOneTable(t *testing.T) {
 	rec := &recorder{TB: t}
-	failing := func(policy.Request, projector.View) (policy.Decision, error) {
-		return policy.Decision{}, errors.New("rules not loaded")
+	failing := func(policy.Request, projector.View) (policy.Ruling, error) {
+		return policy.Ruling{}, errors.New("rules not loaded")
 	}
 	disagree := []string{"case-read-wants-deny", "case-delete-wants-allow", "case-send-wrong-kind", "case-malformed-wants-allow", "case-unknown-wants-deny"}
 	cases := []testkit.PolicyCase{
-		{Name: "case-read-agrees", Tool: "read_file", Args: `{"path":"a"}`, Want: policy.Allow},
-		{Name: disagree[0], Tool: "read_file", Args: `{"path":"a"}`, Want: policy.Deny},
-		{Name: disagree[1], Tool: "delete_file", Args: `{"path":"a"}`, Want: policy.Allow},
-		{Name: disagree[2], Tool: "send_email", Args: `{"to":"a@example.com"}`, Want: policy.RequireApproval, Kind: "payment"},
-		{Name: disagree[3], Tool: "read_file", Args: `{"path":`, Want: policy.Allow},
-		{Name: disagree[4], Tool: "no_such_tool", Args: `{}`, Want: policy.Deny},
+		{Name: "case-read-agrees", Tool: "read_file", Args: `{"path":"a"}`, Want: events.Allow},
+		{Name: disagree[0], Tool: "read_file", Args: `{"path":"a"}`, Want: events.Deny},
+		{Name: disagree[1], Tool: "delete_file", Args: `{"path":"a"}`, Want: events.Allow},
+		{Name: disagree[2], Tool: "send_email", Args: `{"to":"a@example.com"}`, Want: events.RequireApproval, Kind: "payment"},
+		{Name: disagree[3], Tool: "read_file", Args: `{"path":`, Want: events.Allow},
+		{Name: disagree[4], Tool: "no_such_tool", Args: `{}`, Want: events.Deny},
 		{Name: "case-refused-agrees", Tool: "read_file", Args: `[]`, Want: testkit.Refused},
 	}
 	testkit.CheckPolicy(rec, policy.DefaultSideEffects(), ledgerTools(), cases)
@@ -157,7 +157,7 @@ func TestCheckPolicy_DisagreementsPrintOneTable(t *testing.T) {
 	// An error from the policy disagrees with every outcome, and says so.
 	rec = &recorder{TB: t}
 	testkit.CheckPolicy(rec, policyFunc(failing), ledgerTools(), []testkit.PolicyCase{
-		{Name: "errors", Tool: "read_file", Args: `{"path":"a"}`, Want: policy.Allow},
+		{Name: "errors", Tool: "read_file", Args: `{"path":"a"}`, Want: events.Allow},
 	})
 	if got := len(rec.errors); got != 1 {
 		t.Fatalf("policy error: got %d Errorf calls, want 1", got)
@@ -170,20 +170,20 @@ func TestCheckPolicy_DisagreementsPrintOneTable(t *testing.T) {
 func TestCheckPolicy_UndecidableAnswersDisagree(t *testing.T) {
 	tests := []struct {
 		name string
-		dec  policy.Decision
+		dec  policy.Ruling
 	}{
-		{"outcome outside the four", policy.Decision{Outcome: "maybe"}},
-		{"empty outcome", policy.Decision{}},
-		{"approval without kind", policy.Decision{Outcome: policy.RequireApproval}},
-		{"capability not usable JSON", policy.Decision{Outcome: policy.RequireApproval, Approval: &policy.Approval{Kind: "k", Capability: []byte(`{"a":1,"a":2}`)}}},
+		{"outcome outside the four", policy.Ruling{Outcome: "maybe"}},
+		{"empty outcome", policy.Ruling{}},
+		{"approval without kind", policy.Ruling{Outcome: events.RequireApproval}},
+		{"capability not usable JSON", policy.Ruling{Outcome: events.RequireApproval, Approval: &policy.Approval{Kind: "k", Capability: []byte(`{"a":1,"a":2}`)}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			rec := &recorder{TB: t}
-			p := policyFunc(func(policy.Request, projector.View) (policy.Decision, error) { return tt.dec, nil })
+			p := policyFunc(func(policy.Request, projector.View) (policy.Ruling, error) { return tt.dec, nil })
 			testkit.CheckPolicy(rec, p, ledgerTools(), []testkit.PolicyCase{
-				{Name: "wants allow", Tool: "read_file", Args: `{"path":"a"}`, Want: policy.Allow},
-				{Name: "wants approval", Tool: "read_file", Args: `{"path":"a"}`, Want: policy.RequireApproval},
+				{Name: "wants allow", Tool: "read_file", Args: `{"path":"a"}`, Want: events.Allow},
+				{Name: "wants approval", Tool: "read_file", Args: `{"path":"a"}`, Want: events.RequireApproval},
 			})
 			if got := len(rec.errors); got != 1 {
 				t.Fatalf("got %d Errorf calls, want 1", got)
@@ -204,7 +204,7 @@ func TestCheckPolicy_RefusedNeverReachesPolicy(t *testing.T) {
 		{Name: "empty", Tool: "read_file", Args: ``, Want: testkit.Refused},
 		{Name: "schema refuses", Tool: "read_file", Args: `{"path":""}`, Want: testkit.Refused},
 		{Name: "unknown tool", Tool: "rm", Args: `{"path":"a"}`, Want: testkit.Refused},
-		{Name: "accepted", Tool: "read_file", Args: `{ "path" : "a" }`, Want: policy.Allow},
+		{Name: "accepted", Tool: "read_file", Args: `{ "path" : "a" }`, Want: events.Allow},
 	})
 	requireClean(t, rec)
 	if got := p.calls(); got != 1 {
@@ -224,17 +224,17 @@ func TestCheckPolicy_RefusedNeverReachesPolicy(t *testing.T) {
 
 func TestCheckPolicy_CaseViewIsHandedToPolicy(t *testing.T) {
 	// Deny once the run has taken three steps.
-	p := policyFunc(func(_ policy.Request, v projector.View) (policy.Decision, error) {
+	p := policyFunc(func(_ policy.Request, v projector.View) (policy.Ruling, error) {
 		if v.Run.Steps >= 3 {
-			return policy.Decision{Outcome: policy.Deny, Reason: "too many steps"}, nil
+			return policy.Ruling{Outcome: events.Deny, Reason: "too many steps"}, nil
 		}
-		return policy.Decision{Outcome: policy.Allow}, nil
+		return policy.Ruling{Outcome: events.Allow}, nil
 	})
 	late := projector.View{Run: projector.Run{ID: "late", Status: projector.Running, Steps: 3}}
 	rec := &recorder{TB: t}
 	testkit.CheckPolicy(rec, p, ledgerTools(), []testkit.PolicyCase{
-		{Name: "fresh run", Tool: "read_file", Args: `{"path":"a"}`, Want: policy.Allow},
-		{Name: "after three steps", Tool: "read_file", Args: `{"path":"a"}`, View: &late, Want: policy.Deny},
+		{Name: "fresh run", Tool: "read_file", Args: `{"path":"a"}`, Want: events.Allow},
+		{Name: "after three steps", Tool: "read_file", Args: `{"path":"a"}`, View: &late, Want: events.Deny},
 	})
 	requireClean(t, rec)
 }
@@ -243,7 +243,7 @@ func TestCheckPolicy_BadToolIsFatal(t *testing.T) {
 	tools := []driver.Tool{testkit.NewLedger("read_file", "remote", testkit.AnyObject)}
 	rec := &recorder{TB: t}
 	p := &counting{}
-	testkit.CheckPolicy(rec, p, tools, []testkit.PolicyCase{{Name: "x", Tool: "read_file", Args: `{}`, Want: policy.Allow}})
+	testkit.CheckPolicy(rec, p, tools, []testkit.PolicyCase{{Name: "x", Tool: "read_file", Args: `{}`, Want: events.Allow}})
 	if got := len(rec.fatals); got != 1 {
 		t.Fatalf("got %d Fatalf calls, want 1", got)
 	}
@@ -266,7 +266,7 @@ func TestCheckPolicy_MalformedCaseIsReported(t *testing.T) {
 	rec := &recorder{TB: t}
 	testkit.CheckPolicy(rec, policy.DefaultSideEffects(), ledgerTools(), []testkit.PolicyCase{
 		{Name: "typo", Tool: "read_file", Args: `{"path":"a"}`, Want: "allowed"},
-		{Name: "kind on allow", Tool: "read_file", Args: `{"path":"a"}`, Want: policy.Allow, Kind: "read_only"},
+		{Name: "kind on allow", Tool: "read_file", Args: `{"path":"a"}`, Want: events.Allow, Kind: "read_only"},
 	})
 	if got := len(rec.errors); got != 1 {
 		t.Fatalf("got %d Errorf calls, want 1", got)
@@ -293,10 +293,10 @@ func ExampleCheckPolicy() {
 		testkit.NewLedger("send", events.RemoteMutation, `{"type":"object","properties":{"to":{"type":"string"}},"required":["to"]}`),
 	}
 	testkit.CheckPolicy(printer{}, policy.DefaultSideEffects(), tools, []testkit.PolicyCase{
-		{Name: "send asks", Tool: "send", Args: `{"to":"ops"}`, Want: policy.RequireApproval, Kind: events.RemoteMutation},
+		{Name: "send asks", Tool: "send", Args: `{"to":"ops"}`, Want: events.RequireApproval, Kind: string(events.RemoteMutation)},
 		{Name: "no recipient", Tool: "send", Args: `{}`, Want: testkit.Refused},
-		{Name: "delete allowed?", Tool: "delete_file", Args: `{"path":"/tmp/x"}`, Want: policy.Allow},
-		{Name: "delete nothing", Tool: "delete_file", Args: `{"path":""}`, Want: policy.Deny},
+		{Name: "delete allowed?", Tool: "delete_file", Args: `{"path":"/tmp/x"}`, Want: events.Allow},
+		{Name: "delete nothing", Tool: "delete_file", Args: `{"path":""}`, Want: events.Deny},
 	})
 	// Output:
 	// testkit.CheckPolicy: 2 of 4 cases disagree:

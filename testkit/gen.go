@@ -47,7 +47,7 @@ const (
 // booleans), multipleOf, oneOf and anyOf (one branch), allOf (merged), and
 // $ref to "#", "#/$defs/…" or "#/definitions/…". Other keywords (not,
 // if/then/else, dependencies, …) are ignored, so a document may not fit;
-// check it with [driver.CompiledTool.Check] before use, as [Never] does.
+// check it with [driver.CompiledTool.CheckArgs] before use, as [Never] does.
 //
 // Errors wrap [ErrGenerate].
 func GenerateArgs(schema json.RawMessage, r *rand.Rand) (json.RawMessage, error) {

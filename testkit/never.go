@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/arbiter-run/arbiter/driver"
+	"github.com/arbiter-run/arbiter/events"
 	"github.com/arbiter-run/arbiter/policy"
 	"github.com/arbiter-run/arbiter/projector"
 )
@@ -29,7 +30,7 @@ const neverRun = "never"
 
 // Never holds outcome off every tool of side-effect class class: for each
 // such tool it draws n argument documents from the tool's schema with
-// [GenerateArgs], keeps those the tool's own [driver.CompiledTool.Check]
+// [GenerateArgs], keeps those the tool's own [driver.CompiledTool.CheckArgs]
 // accepts (dropping repeats), asks p about each under every view (a fresh
 // RUNNING run with the tools recorded when none is given) and fails t with
 // one table of every request p answered with outcome.
@@ -44,7 +45,7 @@ const neverRun = "never"
 // failure. t also fails when the class has no tools, when n is not
 // positive or outcome is not one of the four, and for a tool where fewer than half the generated documents
 // pass its Check (the generator could not satisfy its schema).
-func Never(t testing.TB, p policy.Policy, tools []driver.Tool, class string, outcome policy.Outcome, n int, views ...projector.View) {
+func Never(t testing.TB, p policy.Policy, tools []driver.Tool, class events.SideEffect, outcome events.Outcome, n int, views ...projector.View) {
 	t.Helper()
 	switch {
 	case p == nil:
@@ -120,7 +121,7 @@ func generate(ct *driver.CompiledTool, seed uint64, n int) (docs [][]byte, bad s
 	for range n {
 		doc, err := GenerateArgs(ct.Record.Schema, r)
 		if err == nil {
-			doc, err = ct.Check(doc)
+			doc, err = ct.CheckArgs(doc)
 		}
 		if err != nil {
 			if first == nil {
@@ -155,7 +156,7 @@ func neverSeed() (uint64, error) {
 // classesPresent lists the side-effect classes the tools have, for a
 // message about a class with none.
 func classesPresent(set *toolSet) string {
-	var cs []string
+	var cs []events.SideEffect
 	for _, ct := range set.order {
 		if !slices.Contains(cs, ct.Spec.SideEffect) {
 			cs = append(cs, ct.Spec.SideEffect)

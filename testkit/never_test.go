@@ -35,14 +35,14 @@ type tally struct {
 	n int
 }
 
-func (c *tally) Evaluate(ctx context.Context, req policy.Request, v projector.View) (policy.Decision, error) {
+func (c *tally) Evaluate(ctx context.Context, req policy.Request, v projector.View) (policy.Ruling, error) {
 	c.n++
 	return c.Policy.Evaluate(ctx, req, v)
 }
 
 func allowAll() policy.Policy {
-	return policyFunc(func(policy.Request, projector.View) (policy.Decision, error) {
-		return policy.Decision{Outcome: policy.Allow, Reason: "anything goes"}, nil
+	return policyFunc(func(policy.Request, projector.View) (policy.Ruling, error) {
+		return policy.Ruling{Outcome: events.Allow, Reason: "anything goes"}, nil
 	})
 }
 
@@ -50,7 +50,7 @@ func TestNever_HoldsAndFails(t *testing.T) {
 	t.Run("default policy never allows destructive", func(t *testing.T) {
 		rec := &recorder{TB: t}
 		p := &tally{Policy: policy.DefaultSideEffects()}
-		testkit.Never(rec, p, destructiveTools(), events.Destructive, policy.Allow, 200)
+		testkit.Never(rec, p, destructiveTools(), events.Destructive, events.Allow, 200)
 		requireClean(t, rec)
 		// Two destructive tools, 200 documents each: most are distinct.
 		if p.n < 200 {
@@ -60,7 +60,7 @@ func TestNever_HoldsAndFails(t *testing.T) {
 	})
 	t.Run("allow everything fails", func(t *testing.T) {
 		rec := &recorder{TB: t}
-		testkit.Never(rec, allowAll(), destructiveTools(), events.Destructive, policy.Allow, 200)
+		testkit.Never(rec, allowAll(), destructiveTools(), events.Destructive, events.Allow, 200)
 		if got := len(rec.errors); got != 1 {
 			t.Fatalf("got %d Errorf calls, want 1 table:\n%s", got, strings.Join(rec.errors, "\n---\n"))
 		}
@@ -92,7 +92,7 @@ func TestNever_EvaluatesUnderEveryView(t *testing.T) {
 		{Run: projector.Run{ID: "second", Status: projector.Waiting}},
 	}
 	rec := &recorder{TB: t}
-	testkit.Never(rec, p, destructiveTools(), events.Destructive, policy.Deny, 50, views...)
+	testkit.Never(rec, p, destructiveTools(), events.Destructive, events.Deny, 50, views...)
 	requireClean(t, rec)
 	byView := map[string]int{}
 	argsByView := map[string][]string{}
@@ -115,15 +115,15 @@ func TestNever_EvaluatesUnderEveryView(t *testing.T) {
 func TestNever_FailureNamesView(t *testing.T) {
 	// Allow once three steps have been taken: only the second view breaks
 	// the property.
-	p := policyFunc(func(_ policy.Request, v projector.View) (policy.Decision, error) {
+	p := policyFunc(func(_ policy.Request, v projector.View) (policy.Ruling, error) {
 		if v.Run.Steps >= 3 {
-			return policy.Decision{Outcome: policy.Allow}, nil
+			return policy.Ruling{Outcome: events.Allow}, nil
 		}
-		return policy.Decision{Outcome: policy.Deny}, nil
+		return policy.Ruling{Outcome: events.Deny}, nil
 	})
 	views := []projector.View{{Run: projector.Run{ID: "fresh"}}, {Run: projector.Run{ID: "late", Steps: 3}}}
 	rec := &recorder{TB: t}
-	testkit.Never(rec, p, destructiveTools(), events.Destructive, policy.Allow, 20, views...)
+	testkit.Never(rec, p, destructiveTools(), events.Destructive, events.Allow, 20, views...)
 	if got := len(rec.errors); got != 1 {
 		t.Fatalf("got %d Errorf calls, want 1", got)
 	}
@@ -139,7 +139,7 @@ func TestNever_IsDeterministic(t *testing.T) {
 	draw := func() []string {
 		p := &counting{}
 		rec := &recorder{TB: t}
-		testkit.Never(rec, p, destructiveTools(), events.Destructive, policy.Deny, 30)
+		testkit.Never(rec, p, destructiveTools(), events.Destructive, events.Deny, 30)
 		requireClean(t, rec)
 		var out []string
 		for _, req := range p.requests {
@@ -158,7 +158,7 @@ func TestNever_SeedFromEnvironment(t *testing.T) {
 		t.Setenv(testkit.SeedEnv, seed)
 		p := &counting{}
 		rec := &recorder{TB: t}
-		testkit.Never(rec, p, destructiveTools(), events.Destructive, policy.Deny, 10)
+		testkit.Never(rec, p, destructiveTools(), events.Destructive, events.Deny, 10)
 		requireClean(t, rec)
 		var out []string
 		for _, req := range p.requests {
@@ -176,20 +176,20 @@ func TestNever_SeedFromEnvironment(t *testing.T) {
 
 	t.Setenv(testkit.SeedEnv, "forty-two")
 	rec := &recorder{TB: t}
-	testkit.Never(rec, policy.DefaultSideEffects(), destructiveTools(), events.Destructive, policy.Allow, 10)
+	testkit.Never(rec, policy.DefaultSideEffects(), destructiveTools(), events.Destructive, events.Allow, 10)
 	if got := len(rec.fatals); got != 1 {
 		t.Fatalf("seed forty-two: got %d Fatalf calls, want 1", got)
 	}
 }
 
 func TestNever_ClassWithoutToolsFails(t *testing.T) {
-	for _, class := range []string{events.RemoteMutation, "destructiv"} {
+	for _, class := range []events.SideEffect{events.RemoteMutation, "destructiv"} {
 		rec := &recorder{TB: t}
-		testkit.Never(rec, policy.DefaultSideEffects(), destructiveTools(), class, policy.Allow, 10)
+		testkit.Never(rec, policy.DefaultSideEffects(), destructiveTools(), class, events.Allow, 10)
 		if got := len(rec.errors); got != 1 {
 			t.Fatalf("class %q: got %d Errorf calls, want 1", class, got)
 		}
-		if !strings.Contains(rec.errors[0], class) {
+		if !strings.Contains(rec.errors[0], string(class)) {
 			t.Errorf("class %q: report does not name it: %s", class, rec.errors[0])
 		}
 	}
@@ -201,7 +201,7 @@ func TestNever_UnsatisfiableSchemaIsReported(t *testing.T) {
 		testkit.NewLedger("shred", events.Destructive, `{"type":"object","required":["path"],"properties":{"path":{"type":"string","not":{"type":"string"}}}}`),
 	}
 	rec := &recorder{TB: t}
-	testkit.Never(rec, policy.DefaultSideEffects(), tools, events.Destructive, policy.Allow, 20)
+	testkit.Never(rec, policy.DefaultSideEffects(), tools, events.Destructive, events.Allow, 20)
 	if got := len(rec.errors); got != 1 {
 		t.Fatalf("got %d Errorf calls, want 1", got)
 	}
@@ -211,11 +211,11 @@ func TestNever_UnsatisfiableSchemaIsReported(t *testing.T) {
 }
 
 func TestNever_UndecidedIsReported(t *testing.T) {
-	p := policyFunc(func(policy.Request, projector.View) (policy.Decision, error) {
-		return policy.Decision{Outcome: "maybe"}, nil
+	p := policyFunc(func(policy.Request, projector.View) (policy.Ruling, error) {
+		return policy.Ruling{Outcome: "maybe"}, nil
 	})
 	rec := &recorder{TB: t}
-	testkit.Never(rec, p, destructiveTools(), events.Destructive, policy.Allow, 10)
+	testkit.Never(rec, p, destructiveTools(), events.Destructive, events.Allow, 10)
 	if got := len(rec.errors); got != 1 {
 		t.Fatalf("got %d Errorf calls, want 1", got)
 	}
@@ -230,15 +230,15 @@ func TestNever_BadSetupIsFatal(t *testing.T) {
 		name    string
 		p       policy.Policy
 		tools   []driver.Tool
-		outcome policy.Outcome
+		outcome events.Outcome
 		n       int
 		wantErr error
 	}{
-		{"schema not JSON", policy.DefaultSideEffects(), []driver.Tool{testkit.NewLedger("x", events.Destructive, `{"type":"object"`)}, policy.Allow, 10, driver.ErrBadTool},
-		{"two tools one name", policy.DefaultSideEffects(), append(good, good[1]), policy.Allow, 10, driver.ErrBadTool},
+		{"schema not JSON", policy.DefaultSideEffects(), []driver.Tool{testkit.NewLedger("x", events.Destructive, `{"type":"object"`)}, events.Allow, 10, driver.ErrBadTool},
+		{"two tools one name", policy.DefaultSideEffects(), append(good, good[1]), events.Allow, 10, driver.ErrBadTool},
 		{"outcome not one of the four", policy.DefaultSideEffects(), good, "allowed", 10, nil},
-		{"no requests", policy.DefaultSideEffects(), good, policy.Allow, 0, nil},
-		{"nil policy", nil, good, policy.Allow, 10, nil},
+		{"no requests", policy.DefaultSideEffects(), good, events.Allow, 0, nil},
+		{"nil policy", nil, good, events.Allow, 10, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -29,7 +29,7 @@ const AnyObject = `{"type":"object"}`
 
 // NewLedger returns a ledger tool of the given side-effect class with
 // schema, a one-second timeout, returning "ok".
-func NewLedger(name, class, schema string) *Ledger {
+func NewLedger(name string, class events.SideEffect, schema string) *Ledger {
 	return &Ledger{S: driver.Spec{Name: name, Description: name + " (ledger)", Schema: json.RawMessage(schema), SideEffect: class, Timeout: time.Second}}
 }
 

@@ -120,7 +120,7 @@ var ErrUnknown = errors.New("no built-in tool")
 // New returns the built-in tool name working in the sandbox dir, with the
 // given timeout (zero: 10s) and, when class is not empty, that side-effect
 // class instead of its own.
-func New(name, dir, class string, timeout time.Duration) (driver.Tool, error) {
+func New(name, dir string, class events.SideEffect, timeout time.Duration) (driver.Tool, error) {
 	s, ok := specs[name]
 	if !ok {
 		return nil, fmt.Errorf("%w %q (have %s)", ErrUnknown, name, strings.Join(Names(), ", "))

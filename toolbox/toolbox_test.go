@@ -59,7 +59,7 @@ func TestToolbox_SchemaKeepsPathsInTheSandbox(t *testing.T) {
 }
 
 func TestToolbox_ClassesAndUnknownNames(t *testing.T) {
-	want := map[string]string{"read_file": events.ReadOnly, "write_file": events.LocalMutation, "send_email": events.RemoteMutation, "delete_file": events.Destructive}
+	want := map[string]events.SideEffect{"read_file": events.ReadOnly, "write_file": events.LocalMutation, "send_email": events.RemoteMutation, "delete_file": events.Destructive}
 	for name, class := range want {
 		if got := tool(t, name, t.TempDir()).Spec().SideEffect; got != class {
 			t.Errorf("%s: class %s, want %s", name, got, class)

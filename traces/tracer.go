@@ -182,7 +182,7 @@ func (t *Tracer) event(ctx context.Context, m *jetstream.RawStreamMsg) {
 	case events.StepObserved:
 		b, _ := events.DecodeBody[events.ObservedBody](e)
 		s := step(b.Step)
-		s.observed = b.Kind
+		s.observed = string(b.Kind)
 		s.failed = b.Kind != events.ObsResult
 		t.end(ctx, e.Run, b.Step, s, e.Time)
 	case events.RunFinished, events.RunFailed, events.RunCancelled:
@@ -200,14 +200,14 @@ func (t *Tracer) ruled(ctx context.Context, e events.Event, b events.PolicyBody,
 	if s.policy.IsZero() {
 		s.policy = e.Time
 	}
-	s.outcome, s.policyID = b.Outcome, b.PolicyID
+	s.outcome, s.policyID = string(b.Outcome), b.PolicyID
 	if b.Approval != nil {
 		s.requested, s.approval = e.Time, b.Approval.ID
 	}
-	if b.Outcome == "allow" || b.Consumes != "" {
+	if b.Outcome == events.Allow || b.Consumes != "" {
 		s.allowed = e.Time
 	}
-	if b.Outcome == "deny" || b.Outcome == "abort" {
+	if b.Outcome == events.Deny || b.Outcome == events.Abort {
 		t.end(ctx, e.Run, b.Step, s, e.Time)
 	}
 }

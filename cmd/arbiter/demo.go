@@ -88,7 +88,7 @@ func runDemo(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	agent := scripted.Agent{Decisions: []driver.Decision{
+	agent := scripted.Agent{Decisions: []driver.Action{
 		scripted.Call("read_file", `{"path": "notes.txt"`),
 		scripted.Call("read_file", `{"path": "notes.txt"}`),
 		scripted.Call("delete_file", `{"path": "notes.txt"}`),

@@ -272,7 +272,7 @@ func TestGrant_YesPublishesVerifiableGrant(t *testing.T) {
 	if err := approvals.Verify(e.ops, "run-a", d); err != nil {
 		t.Errorf("published grant does not verify: %v", err)
 	}
-	if d.Approval != a.ID || d.Hash != a.Hash || d.Decision != events.Grant || d.Reason != "checked the recipient" {
+	if d.Approval != a.ID || d.Hash != a.Hash || d.Decision != events.DecisionGrant || d.Reason != "checked the recipient" {
 		t.Errorf("published grant = %+v, want approval %s hash %s grant with the reason", d, a.ID, a.Hash)
 	}
 	if !strings.Contains(out.String(), "published as decision 1") {
@@ -323,7 +323,7 @@ func TestDeny_PublishesVerifiableDenial(t *testing.T) {
 	if err := approvals.Verify(e.ops, "run-a", d); err != nil {
 		t.Errorf("published denial does not verify: %v", err)
 	}
-	if d.Decision != events.Deny || d.Reason != "too wide" {
+	if d.Decision != events.DecisionDeny || d.Reason != "too wide" {
 		t.Errorf("published denial = %+v, want deny with reason %q", d, "too wide")
 	}
 	r, err := e.d.Load(t.Context(), "run-a")
@@ -333,7 +333,7 @@ func TestDeny_PublishesVerifiableDenial(t *testing.T) {
 	if err := e.d.Drive(t.Context(), r, e.agent(`{"to":"everyone"}`)); err != nil {
 		t.Fatal(err)
 	}
-	if v := r.View(); v.Run.Status != projector.Cancelled || v.Run.Reason != events.ReasonApprovalDenied {
+	if v := r.View(); v.Run.Status != projector.Cancelled || v.Run.Reason != string(events.ReasonApprovalDenied) {
 		t.Errorf("run %s %s, want %s %s", v.Run.Status, v.Run.Reason, projector.Cancelled, events.ReasonApprovalDenied)
 	}
 	if got := e.send.Count(); got != 0 {
@@ -639,15 +639,15 @@ func TestResult_PrintsTheAnswer(t *testing.T) {
 	if err := runResult(ctx, e.args("r1"), &out); !errors.Is(err, client.ErrNotEnded) {
 		t.Fatalf("result of a running run: got %v, want client.ErrNotEnded", err)
 	}
-	answer := driver.AgentFunc(func(ctx context.Context, in driver.StepInput) (driver.Decision, error) {
+	answer := driver.AgentFunc(func(ctx context.Context, in driver.StepInput) (driver.Action, error) {
 		if err := in.Record(ctx, events.ModelAttempted, events.ModelAttemptBody{Call: 1, Attempt: 1, Provider: "p", Model: "m", SideEffect: events.SideEffectNone}); err != nil {
-			return driver.Decision{}, err
+			return driver.Action{}, err
 		}
 		u := events.ModelUsage{Calls: 1, InputTokens: 5, OutputTokens: 3, SpendNanoUSD: 1500}
 		if err := in.Record(ctx, events.ModelReplied, events.ModelReplyBody{Call: 1, Attempt: 1, Finish: "stop", Text: "it says hello", Usage: u}); err != nil {
-			return driver.Decision{}, err
+			return driver.Action{}, err
 		}
-		return driver.Decision{Final: &driver.Answer{Text: "it says hello"}}, nil
+		return driver.Action{Final: &driver.Answer{Text: "it says hello"}}, nil
 	})
 	done := make(chan error, 1)
 	go func() {
@@ -681,8 +681,8 @@ func TestResult_PrintsTheAnswer(t *testing.T) {
 	if got := string(r2.View().Run.Input); got != `{"task":"x"}` {
 		t.Errorf("JSON input %s, want it as given", got)
 	}
-	broke := driver.AgentFunc(func(context.Context, driver.StepInput) (driver.Decision, error) {
-		return driver.Decision{}, errors.New("no model today")
+	broke := driver.AgentFunc(func(context.Context, driver.StepInput) (driver.Action, error) {
+		return driver.Action{}, errors.New("no model today")
 	})
 	if err := e.d.Drive(ctx, r2, broke); err != nil {
 		t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/arbiter-run/arbiter/internal/layout"
 	"github.com/arbiter-run/arbiter/notify"
 )
 
@@ -25,7 +26,7 @@ func runNotify(ctx context.Context, args []string, out io.Writer) error {
 		fs.StringVar(&secretFile, "secret-file", "", "file holding the webhook's HMAC-SHA256 secret (at least 16 bytes)")
 		fs.StringVar(&slack, "slack", "", "URL of a Slack-compatible incoming webhook")
 		fs.StringVar(&consoleURL, "console", "", "the console's base URL (http://127.0.0.1:7788), linked from each notice")
-		fs.StringVar(&durable, "durable", "arbiter_notify", "consumer name shared by every notifier that must not repeat another's notices")
+		fs.StringVar(&durable, "durable", layout.NotifyConsumer, "consumer name shared by every notifier that must not repeat another's notices")
 	}
 	if _, err := parse(fs, args); err != nil {
 		return err

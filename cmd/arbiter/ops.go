@@ -188,11 +188,11 @@ func runApprovals(ctx context.Context, args []string, out io.Writer) error {
 }
 
 func runGrant(ctx context.Context, args []string, out io.Writer) error {
-	return decide(ctx, "grant", events.Grant, args, out)
+	return decide(ctx, "grant", events.DecisionGrant, args, out)
 }
 
 func runDeny(ctx context.Context, args []string, out io.Writer) error {
-	return decide(ctx, "deny", events.Deny, args, out)
+	return decide(ctx, "deny", events.DecisionDeny, args, out)
 }
 
 // decide signs and records an operator's decision. At a terminal it shows

@@ -82,7 +82,7 @@ func clip(s string, n int) string {
 func toolNames(ts []events.ToolSpec) string {
 	names := make([]string, len(ts))
 	for i, t := range ts {
-		names[i] = t.Name + "(" + t.SideEffect + ")"
+		names[i] = t.Name + "(" + string(t.SideEffect) + ")"
 	}
 	return strings.Join(names, " ")
 }

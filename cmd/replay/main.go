@@ -8,7 +8,7 @@
 // forged or tampered), 1 when anything differs, 2 on an error.
 //
 // A consumer whose policy is Go code gets the same audit by calling
-// replay.Check from a main of its own.
+// replay.Audit from a main of its own.
 package main
 
 import (
@@ -20,7 +20,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -157,8 +156,6 @@ func parseTime(name, s string) (time.Time, error) {
 	return t, nil
 }
 
-var classes = []string{events.ReadOnly, events.LocalMutation, events.RemoteMutation, events.Destructive}
-
 // sideEffectPolicy parses "class=outcome,..." over the default mapping.
 func sideEffectPolicy(spec string) (policy.SideEffectPolicy, error) {
 	p := policy.DefaultSideEffects()
@@ -171,12 +168,12 @@ func sideEffectPolicy(spec string) (policy.SideEffectPolicy, error) {
 		switch {
 		case !ok:
 			return nil, fmt.Errorf("--side-effects: entry %q is not class=outcome", entry)
-		case !slices.Contains(classes, class):
-			return nil, fmt.Errorf("--side-effects: unknown side-effect class %q (want one of %s)", class, strings.Join(classes, ", "))
-		case !policy.Outcome(outcome).Valid():
+		case !events.SideEffect(class).Valid():
+			return nil, fmt.Errorf("--side-effects: unknown side-effect class %q (want one of %s)", class, classList())
+		case !events.Outcome(outcome).Valid():
 			return nil, fmt.Errorf("--side-effects: %s=%s: unknown outcome %q (want allow, deny, abort or require_approval)", class, outcome, outcome)
 		}
-		p[class] = policy.Outcome(outcome)
+		p[events.SideEffect(class)] = events.Outcome(outcome)
 	}
 	return p, nil
 }
@@ -185,12 +182,12 @@ func sideEffectPolicy(spec string) (policy.SideEffectPolicy, error) {
 func mapping(p policy.SideEffectPolicy) string {
 	keys := make([]string, 0, len(p))
 	for k := range p {
-		keys = append(keys, k)
+		keys = append(keys, string(k))
 	}
 	sort.Strings(keys)
 	var parts []string
 	for _, k := range keys {
-		parts = append(parts, k+"="+string(p[k]))
+		parts = append(parts, k+"="+string(p[events.SideEffect(k)]))
 	}
 	return strings.Join(parts, ",")
 }
@@ -260,7 +257,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		id = checked.PolicyID()
 	}
-	sum, err := replay.Check(ctx, log, checked, o.sel, opts, out.result)
+	sum, err := replay.Audit(ctx, log, checked, o.sel, opts, out.result)
 	if prog != nil {
 		prog.done()
 	}
@@ -279,4 +276,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	out.summary(sum, id, against, code)
 	return code
+}
+
+// classList names the side-effect classes, for a message.
+func classList() string {
+	var cs []string
+	for _, c := range events.SideEffects {
+		cs = append(cs, string(c))
+	}
+	return strings.Join(cs, ", ")
 }

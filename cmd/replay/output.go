@@ -138,11 +138,11 @@ func (p *printer) flush() error {
 }
 
 // outcome is a decision in a few words.
-func outcome(d replay.Decision) string {
+func outcome(d replay.Ruling) string {
 	if d.Approval != nil {
 		return fmt.Sprintf("%s(%s)", d.Outcome, d.Approval.Kind)
 	}
-	return d.Outcome
+	return string(d.Outcome)
 }
 
 // detail says what changed, or why nothing could be compared.

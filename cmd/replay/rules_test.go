@@ -24,7 +24,7 @@ const examples = "../../examples/policies/"
 // the id a worker gives it) composed with the rules file, as a worker whose
 // config names it does (its fleet windows in a KV bucket of js), and
 // returns the composed id.
-func recordUnder(t *testing.T, js *testkit.JS, log *events.Log, file string, tools []driver.Tool, actor *events.Actor, surface string, scripts ...[]driver.Decision) string {
+func recordUnder(t *testing.T, js *testkit.JS, log *events.Log, file string, tools []driver.Tool, actor *events.Actor, surface string, scripts ...[]driver.Action) string {
 	t.Helper()
 	rp, err := rules.Load(file)
 	if err != nil {
@@ -82,7 +82,7 @@ func widenedTools(t *testing.T, url, newFile, baseline string) []string {
 	return tools
 }
 
-func tool(name, class string, data ...string) *testkit.Ledger {
+func tool(name string, class events.SideEffect, data ...string) *testkit.Ledger {
 	l := testkit.NewLedger(name, class, testkit.AnyObject)
 	l.S.Data = data
 	return l
@@ -100,7 +100,7 @@ func tool(name, class string, data ...string) *testkit.Ledger {
 // both say nothing widens.
 func TestRules_DiffAndReplayAgreeOnWidening(t *testing.T) {
 	call := testkit.Call
-	limit := make([]driver.Decision, 101) // the 101st call in the hour is over api-rate-limit's 100
+	limit := make([]driver.Action, 101) // the 101st call in the hour is over api-rate-limit's 100
 	for i := range limit {
 		limit[i] = call("github_search", `{}`)
 	}
@@ -108,30 +108,30 @@ func TestRules_DiffAndReplayAgreeOnWidening(t *testing.T) {
 		file, drop string // drop: the policy the new file removes
 		tools      []driver.Tool
 		surface    string
-		scripts    [][]driver.Decision // each a run; a call that waits for approval ends its run
-		want       []string            // the tools that widen, which both must name
+		scripts    [][]driver.Action // each a run; a call that waits for approval ends its run
+		want       []string          // the tools that widen, which both must name
 	}{
-		{"refund-limit", "refund-too-large", []driver.Tool{tool("orders_refund", events.LocalMutation)}, "api", [][]driver.Decision{
+		{"refund-limit", "refund-too-large", []driver.Tool{tool("orders_refund", events.LocalMutation)}, "api", [][]driver.Action{
 			{call("orders_refund", `{"amount":400}`), call("orders_refund", `{"amount":9000}`), call("orders_refund", `{"amount":700}`)},
 		}, []string{"orders_refund"}},
-		{"pii-protection", "pii-protection", []driver.Tool{tool("hr_lookup", events.ReadOnly, "ssn"), tool("ledger_read", events.ReadOnly, "financial.ledger"), tool("weather", events.ReadOnly)}, "api", [][]driver.Decision{
+		{"pii-protection", "pii-protection", []driver.Tool{tool("hr_lookup", events.ReadOnly, "ssn"), tool("ledger_read", events.ReadOnly, "financial.ledger"), tool("weather", events.ReadOnly)}, "api", [][]driver.Action{
 			{call("hr_lookup", `{}`), call("ledger_read", `{}`), call("weather", `{}`)},
 		}, []string{"hr_lookup", "ledger_read"}},
 		{"no-destructive-tools", "no-destructive-tools", []driver.Tool{tool("files_delete_all", events.Destructive), tool("db_drop_table", events.Destructive),
-			tool("cache_delete_old", events.LocalMutation), tool("db_query", events.ReadOnly)}, "api", [][]driver.Decision{
+			tool("cache_delete_old", events.LocalMutation), tool("db_query", events.ReadOnly)}, "api", [][]driver.Action{
 			{call("files_delete_all", `{}`), call("db_drop_table", `{}`), call("cache_delete_old", `{}`), call("db_query", `{}`)},
 		}, []string{"cache_delete_old"}},
-		{"confirm-external", "confirm-external", []driver.Tool{tool("email_send", events.RemoteMutation), tool("slack_send_message", events.LocalMutation)}, "api", [][]driver.Decision{
+		{"confirm-external", "confirm-external", []driver.Tool{tool("email_send", events.RemoteMutation), tool("slack_send_message", events.LocalMutation)}, "api", [][]driver.Action{
 			{call("email_send", `{"to":"x@ext.org"}`)},
 			{call("email_send", `{"to":"me@company.com"}`)},
 			{call("slack_send_message", `{"channel_type":"external"}`)},
 		}, []string{"slack_send_message"}},
-		{"api-rate-limit", "api-rate-limit", []driver.Tool{tool("github_search", events.ReadOnly)}, "api", [][]driver.Decision{limit}, []string{"github_search"}},
+		{"api-rate-limit", "api-rate-limit", []driver.Tool{tool("github_search", events.ReadOnly)}, "api", [][]driver.Action{limit}, []string{"github_search"}},
 		{"mcp-read-only", "mcp-read-only", []driver.Tool{tool("weather", events.ReadOnly), tool("notes_write", events.LocalMutation),
-			tool("email_send", events.RemoteMutation), tool("files_purge", events.Destructive)}, "mcp", [][]driver.Decision{
+			tool("email_send", events.RemoteMutation), tool("files_purge", events.Destructive)}, "mcp", [][]driver.Action{
 			{call("weather", `{}`), call("notes_write", `{}`), call("files_purge", `{}`), call("email_send", `{}`)},
 		}, []string{"email_send", "notes_write"}},
-		{"destructive-needs-approval", "destructive-needs-approval", []driver.Tool{tool("files_purge", events.Destructive), tool("weather", events.ReadOnly)}, "api", [][]driver.Decision{
+		{"destructive-needs-approval", "destructive-needs-approval", []driver.Tool{tool("files_purge", events.Destructive), tool("weather", events.ReadOnly)}, "api", [][]driver.Action{
 			{call("weather", `{}`), call("files_purge", `{}`)},
 		}, []string{}},
 	}
@@ -235,7 +235,7 @@ func TestRules_AuditOfAWorkerRunningARulesFile(t *testing.T) {
 	log := js.Log(t, events.Config{})
 	refund := testkit.NewLedger("orders_refund", events.LocalMutation, testkit.AnyObject)
 	file := examples + "refund-limit.yaml"
-	recordUnder(t, js, log, file, []driver.Tool{refund}, nil, "", []driver.Decision{
+	recordUnder(t, js, log, file, []driver.Tool{refund}, nil, "", []driver.Action{
 		testkit.Call("orders_refund", `{"amount":400}`), testkit.Call("orders_refund", `{"amount":9000}`), testkit.Call("orders_refund", `{"amount":700}`),
 	})
 	code, out, errOut := replayCmd(t, "--nats", js.Server.ClientURL(), "--rules", file, "--no-progress")

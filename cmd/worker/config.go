@@ -68,9 +68,9 @@ type Config struct {
 
 // ToolConfig selects a built-in tool.
 type ToolConfig struct {
-	Name    string `yaml:"name"`
-	Class   string `yaml:"class"`
-	Timeout string `yaml:"timeout"`
+	Name    string            `yaml:"name"`
+	Class   events.SideEffect `yaml:"class"`
+	Timeout string            `yaml:"timeout"`
 	// Data, Tags and Resource are recorded with the tool's spec for rules
 	// files to target (data categories, operation tags, the argument that
 	// names the resource).
@@ -290,10 +290,10 @@ func (c Config) policyWith(w rules.Windows) (policy.Policy, error) {
 	if len(c.Policy.SideEffects) > 0 {
 		p = policy.SideEffectPolicy{}
 		for class, o := range c.Policy.SideEffects {
-			if !policy.Outcome(o).Valid() {
+			if !events.Outcome(o).Valid() {
 				return nil, fmt.Errorf("policy.side_effects.%s: outcome %q (want allow, deny, abort or require_approval)", class, o)
 			}
-			p[class] = policy.Outcome(o)
+			p[events.SideEffect(class)] = events.Outcome(o)
 		}
 	}
 	id := c.Policy.ID

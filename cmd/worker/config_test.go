@@ -299,7 +299,7 @@ func TestConfig_ShadowSpendsNoFleetQuota(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d.Outcome != policy.Deny || !strings.Contains(d.Reason, rules.ErrNoWindows.Error()) {
+	if d.Outcome != events.Deny || !strings.Contains(d.Reason, rules.ErrNoWindows.Error()) {
 		t.Errorf("shadow fleet rule: %s %q, want deny for want of a counter", d.Outcome, d.Reason)
 	}
 }

@@ -328,7 +328,8 @@ run_defaults:
 		t.Fatal(err)
 	}
 	for _, c := range []struct {
-		agent, role, surface, outcome string
+		agent, role, surface string
+		outcome              events.Outcome
 	}{{"fin-bot", "finance", "api", "allow"}, {"help-bot", "support", "", "deny"}} {
 		var body events.RunCreatedBody
 		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {

@@ -88,11 +88,11 @@ func TestConfig_MCPFilesystemExample(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer closeMCP()
-	got := map[string]string{}
+	got := map[string]events.SideEffect{}
 	for _, tl := range mcpTools {
 		got[tl.Spec().Name] = tl.Spec().SideEffect
 	}
-	want := map[string]string{"fs__read_text_file": events.ReadOnly, "fs__list_directory": events.ReadOnly, "fs__write_file": events.Destructive}
+	want := map[string]events.SideEffect{"fs__read_text_file": events.ReadOnly, "fs__list_directory": events.ReadOnly, "fs__write_file": events.Destructive}
 	if len(got) != len(want) {
 		t.Errorf("offered: got %v, want %v", got, want)
 	}

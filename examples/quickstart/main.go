@@ -57,24 +57,24 @@ type refundArgs struct {
 // refunds is the policy: a refund over 100 waits for an operator.
 type refunds struct{}
 
-func (refunds) Evaluate(_ context.Context, req policy.Request, _ projector.View) (policy.Decision, error) {
+func (refunds) Evaluate(_ context.Context, req policy.Request, _ projector.View) (policy.Ruling, error) {
 	var a refundArgs
 	if err := json.Unmarshal(req.Args, &a); err != nil {
-		return policy.Decision{}, err
+		return policy.Ruling{}, err
 	}
 	if a.Amount > 100 {
 		return policy.NeedApproval("large_refund", "refunds over 100 need an operator", a, a)
 	}
-	return policy.Decision{Outcome: policy.Allow, Reason: "a small refund"}, nil
+	return policy.Ruling{Outcome: events.Allow, Reason: "a small refund"}, nil
 }
 
 // refunder is the agent: it asks for the refund its input names, then
 // ends the run with what the tool said.
-func refunder(_ context.Context, in driver.StepInput) (driver.Decision, error) {
+func refunder(_ context.Context, in driver.StepInput) (driver.Action, error) {
 	if last, ok := in.Steps.Last(); ok && last.Observation != nil {
-		return driver.Decision{Final: &driver.Answer{Text: last.Observation.Content}}, nil
+		return driver.Action{Final: &driver.Answer{Text: last.Observation.Content}}, nil
 	}
-	return driver.Decision{Tool: "refund", Args: in.Run.Input}, nil
+	return driver.Action{Tool: "refund", Args: in.Run.Input}, nil
 }
 
 func main() {

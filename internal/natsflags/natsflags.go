@@ -12,6 +12,7 @@ import (
 
 	"github.com/arbiter-run/arbiter/embedded"
 	"github.com/arbiter-run/arbiter/events"
+	"github.com/arbiter-run/arbiter/internal/layout"
 	"github.com/nats-io/nats.go"
 )
 
@@ -35,8 +36,8 @@ func (f *Flags) Register(fs *flag.FlagSet, url, urlHelp string) {
 	fs.StringVar(&f.PasswordFile, "password-file", "", "file holding the NATS password (e.g. <data>/credentials/admin.password)")
 	fs.StringVar(&f.Creds, "creds", "", "NATS credentials file")
 	fs.StringVar(&f.NKey, "nkey", "", "NATS nkey seed file to authenticate with")
-	fs.StringVar(&f.Stream, "stream", "ARB_RUNS", "base name of the runs streams")
-	fs.StringVar(&f.Prefix, "prefix", "arb.run", "subject prefix of run events")
+	fs.StringVar(&f.Stream, "stream", layout.RunStream, "base name of the runs streams")
+	fs.StringVar(&f.Prefix, "prefix", layout.RunPrefix, "subject prefix of run events")
 	fs.IntVar(&f.Shards, "shards", 1, "number of runs streams the log was created with")
 }
 

@@ -17,6 +17,7 @@ import (
 
 	"github.com/arbiter-run/arbiter/events"
 	"github.com/arbiter-run/arbiter/fleet"
+	"github.com/arbiter-run/arbiter/internal/layout"
 	"github.com/arbiter-run/arbiter/notify"
 	"github.com/arbiter-run/arbiter/rules/kvwindows"
 	"github.com/nats-io/nats.go/jetstream"
@@ -64,7 +65,7 @@ func Run(ctx context.Context, js jetstream.JetStream, lc events.Config, fc fleet
 		return nil, err
 	}
 	if _, err := js.CreateOrUpdateKeyValue(ctx, kvwindows.BucketConfig(kvwindows.Config{Replicas: fc.Replicas})); err != nil {
-		return nil, fmt.Errorf("set up rate windows bucket %s: %w", kvwindows.DefaultBucket, err)
+		return nil, fmt.Errorf("set up rate windows bucket %s: %w", layout.RatesBucket, err)
 	}
 	out := make([]Change, len(res))
 	for i, r := range res {
@@ -127,16 +128,16 @@ func resources(lc events.Config, fc fleet.Config) []resource {
 	f := fleet.NewQueue(nil, fc).Config()
 	var out []resource
 	for k := 0; k < l.Shards; k++ {
-		out = append(out, resource{kind: "stream", stream: l.Stream + "_" + fmt.Sprint(k)})
+		out = append(out, resource{kind: "stream", stream: layout.ShardStream(l.Stream, k)})
 	}
 	for k := 0; k < l.Shards; k++ {
-		out = append(out, resource{kind: "consumer", stream: l.Stream + "_" + fmt.Sprint(k), consumer: notify.DefaultDurable + "_" + fmt.Sprint(k)})
+		out = append(out, resource{kind: "consumer", stream: layout.ShardStream(l.Stream, k), consumer: layout.ShardConsumer(layout.NotifyConsumer, k)})
 	}
 	return append(out,
 		resource{kind: "stream", stream: l.DecisionStream},
 		resource{kind: "stream", stream: f.WorkStream},
 		resource{kind: "consumer", stream: f.WorkStream, consumer: f.Consumer},
-		resource{kind: "stream", stream: "KV_" + f.Bucket},
-		resource{kind: "stream", stream: "KV_" + f.AgentsBucket},
-		resource{kind: "stream", stream: "KV_" + kvwindows.DefaultBucket})
+		resource{kind: "stream", stream: layout.KVStream(f.Bucket)},
+		resource{kind: "stream", stream: layout.KVStream(f.AgentsBucket)},
+		resource{kind: "stream", stream: layout.KVStream(layout.RatesBucket)})
 }

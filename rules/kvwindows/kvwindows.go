@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/arbiter-run/arbiter/internal/layout"
 	"github.com/arbiter-run/arbiter/rules"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -24,9 +25,6 @@ type Config struct {
 	// Replicas defaults to 1; use 3 on a cluster.
 	Replicas int
 }
-
-// DefaultBucket is the bucket's default name.
-const DefaultBucket = "ARB_RATES"
 
 // MaxAttempts bounds the compare-and-set retries of one Take.
 const MaxAttempts = 64
@@ -43,7 +41,7 @@ var _ rules.Windows = (*Windows)(nil)
 // their last update, so a window outlives its hour and no more.
 func Open(ctx context.Context, js jetstream.JetStream, cfg Config) (*Windows, error) {
 	if cfg.Bucket == "" {
-		cfg.Bucket = DefaultBucket
+		cfg.Bucket = layout.RatesBucket
 	}
 	if cfg.Replicas == 0 {
 		cfg.Replicas = 1
@@ -68,7 +66,7 @@ func Open(ctx context.Context, js jetstream.JetStream, cfg Config) (*Windows, er
 // administrator's setup creates it.
 func BucketConfig(cfg Config) jetstream.KeyValueConfig {
 	if cfg.Bucket == "" {
-		cfg.Bucket = DefaultBucket
+		cfg.Bucket = layout.RatesBucket
 	}
 	if cfg.Replicas == 0 {
 		cfg.Replicas = 1

@@ -80,7 +80,7 @@ func check(args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fs0 := rules.Check(p)
+	fs0 := rules.Lint(p)
 	for _, f := range fs0 {
 		fmt.Fprintln(out, f)
 	}
