@@ -136,12 +136,17 @@ func (d *Driver) advance(ctx context.Context, r *Run, agent Agent) (bool, error)
 		}
 	}
 	n := v.Steps.Len() + 1
-	body := d.decidedBody(n, dec)
+	var body events.StepDecidedBody
+	if pre != nil {
+		body = pre.body // made, and never oversize, when it was asked ahead
+	} else {
+		body = d.decidedBody(n, dec)
+	}
 	if body.Oversize == nil {
 		var sent bool
 		var err error
 		if pre != nil {
-			sent, err = d.recordJudged(ctx, r, dec, pre.body, pre.at, pre.j)
+			sent, err = d.recordJudged(ctx, r, dec, body, pre.at, pre.j)
 		} else {
 			sent, err = d.record(ctx, r, dec, body)
 		}
