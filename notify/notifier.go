@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/arbiter-run/arbiter/events"
@@ -98,20 +99,27 @@ const ackWait = 30 * time.Second
 
 // ConsumerConfig is the durable consumer notifiers named durable share on
 // shard k's stream ("<durable>_<k>"; the default name when durable is
-// empty): every approval request, acknowledged once noticed. The
-// administrator's setup creates it for the default name.
+// empty): every approval request, a step's ([events.ApprovalRequested]) and
+// a model budget's ([events.ApprovalBudget]), acknowledged once noticed.
+// The administrator's setup creates it for the default name.
 func ConsumerConfig(log *events.Log, k int, durable string) jetstream.ConsumerConfig {
 	if durable == "" {
 		durable = layout.NotifyConsumer
 	}
 	return jetstream.ConsumerConfig{
-		Durable:       layout.ShardConsumer(durable, k),
-		FilterSubject: log.KindFilter(k, events.ApprovalRequested),
-		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       ackWait,
-		MaxDeliver:    -1,
-		DeliverPolicy: jetstream.DeliverAllPolicy,
+		Durable:        layout.ShardConsumer(durable, k),
+		FilterSubjects: notifiedKinds(log, k),
+		AckPolicy:      jetstream.AckExplicitPolicy,
+		AckWait:        ackWait,
+		MaxDeliver:     -1,
+		DeliverPolicy:  jetstream.DeliverAllPolicy,
 	}
+}
+
+// notifiedKinds are the subject filters of the kinds a notice is sent for
+// on shard k.
+func notifiedKinds(log *events.Log, k int) []string {
+	return []string{log.KindFilter(k, events.ApprovalRequested), log.KindFilter(k, events.ApprovalBudget)}
 }
 
 // Run follows every shard until ctx is done (nil) or a shard's consumer
@@ -127,8 +135,17 @@ func (n *Notifier) Run(ctx context.Context) error {
 		// The administrator's setup makes the consumers (workers may not);
 		// where nobody did and this user may, the notifier makes them.
 		cons, err := log.JetStream().Consumer(ctx, stream, cc.Durable)
-		if errors.Is(err, jetstream.ErrConsumerNotFound) {
+		switch {
+		case errors.Is(err, jetstream.ErrConsumerNotFound):
 			cons, err = log.JetStream().CreateOrUpdateConsumer(ctx, stream, cc)
+		case err == nil && !slices.Equal(filters(cons.CachedInfo().Config), cc.FilterSubjects):
+			// A consumer made by an older setup follows fewer kinds (the
+			// step approvals only): bring it up to date where this user
+			// may, rather than miss the budget approvals unseen.
+			had := filters(cons.CachedInfo().Config)
+			if cons, err = log.JetStream().UpdateConsumer(ctx, stream, cc); err != nil {
+				return fmt.Errorf("notify: consumer %s on %s follows %v, not %v, and this user may not update it (run arbiter setup again): %w", cc.Durable, stream, had, cc.FilterSubjects, err)
+			}
 		}
 		if err != nil {
 			return fmt.Errorf("notify: consumer %s on %s (arbiter setup makes it): %w", cc.Durable, stream, err)
@@ -145,6 +162,14 @@ func (n *Notifier) Run(ctx context.Context) error {
 	return first
 }
 
+// filters are the subjects consumer config c follows.
+func filters(c jetstream.ConsumerConfig) []string {
+	if c.FilterSubject != "" {
+		return []string{c.FilterSubject}
+	}
+	return c.FilterSubjects
+}
+
 func (n *Notifier) follow(ctx context.Context, cons jetstream.Consumer, stream string) error {
 	for {
 		m, err := cons.Next(jetstream.FetchMaxWait(time.Second))
@@ -155,6 +180,14 @@ func (n *Notifier) follow(ctx context.Context, cons jetstream.Consumer, stream s
 			}
 			return nil
 		case errors.Is(err, nats.ErrTimeout) || errors.Is(err, jetstream.ErrNoMessages):
+			continue
+		case errors.Is(err, nats.ErrNoResponders):
+			// JetStream did not answer this pull (it is busy, or
+			// electing a leader): ask again shortly, as after a timeout.
+			select {
+			case <-ctx.Done():
+			case <-time.After(100 * time.Millisecond):
+			}
 			continue
 		case err != nil:
 			return fmt.Errorf("notify: read %s: %w", stream, err)
@@ -177,8 +210,8 @@ func (n *Notifier) follow(ctx context.Context, cons jetstream.Consumer, stream s
 	}
 }
 
-// handle sends the notice of one approval.requested message, unless its
-// approval no longer waits (it was decided or expired before this
+// handle sends the notice of one approval request (a step's or a model
+// budget's), unless its approval no longer waits (it was decided or expired before this
 // notifier got to it, or the notifier started after).
 func (n *Notifier) handle(ctx context.Context, m jetstream.Msg) error {
 	e, err := events.Decode(m.Data())
@@ -188,9 +221,9 @@ func (n *Notifier) handle(ctx context.Context, m jetstream.Msg) error {
 	if err != nil {
 		return fmt.Errorf("notify: message on %s: %w", m.Subject(), err)
 	}
-	b, err := events.DecodeBody[events.PolicyBody](e)
-	if err != nil || b.Approval == nil {
-		return fmt.Errorf("notify: run %s event %s: no approval request in it (%v)", e.Run, e.ID, err)
+	id, err := requested(e)
+	if err != nil {
+		return fmt.Errorf("notify: run %s event %s: %w", e.Run, e.ID, err)
 	}
 	recs, _, err := n.cfg.Log.Read(ctx, e.Run)
 	if err != nil {
@@ -204,7 +237,7 @@ func (n *Notifier) handle(ctx context.Context, m jetstream.Msg) error {
 	if err != nil {
 		return fmt.Errorf("notify: run %s does not fold: %w", e.Run, err)
 	}
-	a := v.Approval(b.Approval.ID)
+	a := v.Approval(id)
 	if a == nil || a.State != projector.Pending || v.Run.Status != projector.Waiting {
 		return nil
 	}
@@ -219,6 +252,25 @@ func (n *Notifier) handle(ctx context.Context, m jetstream.Msg) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// requested is the id of the approval event e requests.
+func requested(e events.Event) (string, error) {
+	switch e.Kind {
+	case events.ApprovalRequested:
+		b, err := events.DecodeBody[events.PolicyBody](e)
+		if err != nil || b.Approval == nil {
+			return "", fmt.Errorf("no approval request in it (%v)", err)
+		}
+		return b.Approval.ID, nil
+	case events.ApprovalBudget:
+		b, err := events.DecodeBody[events.BudgetBody](e)
+		if err != nil || b.Approval.ID == "" {
+			return "", fmt.Errorf("no budget approval request in it (%v)", err)
+		}
+		return b.Approval.ID, nil
+	}
+	return "", fmt.Errorf("kind %s requests no approval", e.Kind)
 }
 
 // deliver posts notice to ep, retrying with a doubling wait, and tells the

@@ -8,11 +8,13 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/arbiter-run/arbiter/approvals"
 	"github.com/arbiter-run/arbiter/driver"
 	"github.com/arbiter-run/arbiter/events"
 	"github.com/arbiter-run/arbiter/notify"
@@ -303,4 +305,87 @@ func FuzzVerify(f *testing.F) {
 			t.Fatalf("own signature of %q: %v", body, err)
 		}
 	})
+}
+
+// budgetPause appends, as a model agent's worker does, a run whose second
+// model call would pass its budget and which waits on an approval of kind
+// budget; it returns the approval's id.
+func (w *world) budgetPause(t *testing.T, run string) string {
+	t.Helper()
+	reserve := events.ModelUsage{Calls: 1, InputTokens: 10, OutputTokens: 50}
+	used := events.ModelUsage{Calls: 1, InputTokens: 10, OutputTokens: 30}
+	limit := events.ModelUsage{OutputTokens: 60}
+	req, err := approvals.Budget(events.BudgetBody{Approval: events.ApprovalRequest{ID: "budget-" + run, Reason: "model budget: output tokens"},
+		Call: 2, Attempt: 1, Limit: limit, Used: used, Reserve: reserve, Over: "output tokens", Raise: events.ModelUsage{OutputTokens: 60}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tail events.Tail
+	for _, ev := range []struct {
+		k    events.Kind
+		body any
+	}{
+		{events.RunCreated, events.RunCreatedBody{Tools: w.d.Tools(), Input: json.RawMessage(`"hi"`), Agent: "model"}},
+		{events.ModelAttempted, events.ModelAttemptBody{Call: 1, Attempt: 1, Provider: "openai", Model: "m", Reserve: reserve, Limit: limit, SideEffect: events.SideEffectNone}},
+		{events.ModelReplied, events.ModelReplyBody{Call: 1, Attempt: 1, Text: "thinking", Usage: used}},
+		{events.ApprovalBudget, req},
+	} {
+		x, err := events.New(run, ev.k, ev.body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		x.Time = time.Now().UTC()
+		if tail, err = w.log.Append(t.Context(), tail, x); err != nil {
+			t.Fatalf("append %s: %v", ev.k, err)
+		}
+	}
+	return req.Approval.ID
+}
+
+// TestNotifier_BudgetApprovalsToo: a run paused over its model budget is
+// noticed like a step's approval, with its kind and reason, in the order
+// the requests were made.
+func TestNotifier_BudgetApprovalsToo(t *testing.T) {
+	w := newWorld(t)
+	rcv := newReceiver(t, secret, 0)
+	start(t, notify.Config{Log: w.log, Endpoints: []notify.Endpoint{{Name: "hook", URL: rcv.srv.URL, Format: notify.JSON, Secret: secret}}, Backoff: 10 * time.Millisecond})
+	step := w.pause(t, "run-step", "hello")
+	budget := w.budgetPause(t, "run-budget")
+	rcv.wait(t, step, budget)
+	rcv.mu.Lock()
+	defer rcv.mu.Unlock()
+	n := rcv.got[budget][0]
+	if n.Run != "run-budget" || n.Kind != events.BudgetApproval || n.Reason != notify.Neutral("model budget: output tokens") || n.Hash == "" || n.Tool != "" {
+		t.Errorf("budget notice %+v", n)
+	}
+	if got := rcv.got[step][0]; got.Kind == events.BudgetApproval || got.Tool != "send" {
+		t.Errorf("step notice %+v", got)
+	}
+}
+
+// TestNotifier_UpdatesAnOlderConsumer: a consumer an older setup made
+// follows the step approvals only; a notifier that may update it brings it
+// up to date, so budget approvals are noticed too.
+func TestNotifier_UpdatesAnOlderConsumer(t *testing.T) {
+	w := newWorld(t)
+	cc := notify.ConsumerConfig(w.log, 0, "")
+	if len(cc.FilterSubjects) != 2 {
+		t.Fatalf("consumer follows %v, want both approval kinds", cc.FilterSubjects)
+	}
+	old := cc
+	old.FilterSubjects, old.FilterSubject = nil, w.log.KindFilter(0, events.ApprovalRequested)
+	if _, err := w.log.JetStream().CreateOrUpdateConsumer(t.Context(), w.log.StreamName(0), old); err != nil {
+		t.Fatal(err)
+	}
+	rcv := newReceiver(t, secret, 0)
+	start(t, notify.Config{Log: w.log, Endpoints: []notify.Endpoint{{Name: "hook", URL: rcv.srv.URL, Format: notify.JSON, Secret: secret}}, Backoff: 10 * time.Millisecond})
+	budget := w.budgetPause(t, "run-budget")
+	rcv.wait(t, budget)
+	cons, err := w.log.JetStream().Consumer(t.Context(), w.log.StreamName(0), cc.Durable)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cons.CachedInfo().Config.FilterSubjects; !slices.Equal(got, cc.FilterSubjects) {
+		t.Errorf("consumer follows %v after the notifier started, want %v", got, cc.FilterSubjects)
+	}
 }
