@@ -114,10 +114,16 @@ func serveHTTP(ctx context.Context, gw *gateway.Gateway, addr, token string, out
 		return err
 	case <-ctx.Done():
 	}
+	// A host's event stream (the GET of streamable HTTP) never goes idle:
+	// give calls in flight a moment to answer, then cut what is left.
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	if err := hs.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return err
+	err = hs.Shutdown(sctx)
+	if errors.Is(err, context.DeadlineExceeded) {
+		err = hs.Close()
+	}
+	if err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("gateway stop: %w", err)
 	}
 	return nil
 }
