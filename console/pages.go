@@ -342,6 +342,9 @@ func summary(e events.Event) string {
 		return "approval " + b.Approval + " expired"
 	case events.RunFinished, events.RunFailed, events.RunCancelled:
 		b, _ := events.DecodeBody[events.EndBody](e)
+		if o := b.Observation; o != nil {
+			return fmt.Sprintf("%s with step %d's %s: %s", b.Reason, o.Step, o.Kind, clip(b.Result, 120))
+		}
 		return strings.TrimSpace(fmt.Sprintf("%s %s %s", b.Reason, b.Detail, clip(b.Result, 120)))
 	}
 	return clip(string(e.Body), 120)

@@ -71,7 +71,17 @@ func (d *Driver) run(ctx context.Context, r *Run, n int, ct *CompiledTool, args 
 		// told, and nothing runs a third time unasked.
 		kind = events.ObsToolError
 	}
-	// A terminal tool's success ends the run on the loop's next turn.
+	if kind == events.ObsResult && ct.Spec.Terminal {
+		// A terminal tool's success completes the run: its result travels
+		// in the run's end, one durable append fewer (ADR 0017), unless
+		// the pair is too large for one event; then the end follows the
+		// observation on the loop's next turn, as after a crash between.
+		o := d.observation(n, kind, content)
+		err := d.append(ctx, r, r.ID(), events.RunFinished, events.EndBody{Reason: events.ReasonCompleted, Result: o.Content, Observation: &o})
+		if !errors.Is(err, events.ErrTooLarge) {
+			return err
+		}
+	}
 	return d.observe(ctx, r, n, kind, content)
 }
 

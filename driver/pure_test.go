@@ -60,6 +60,9 @@ func TestDriver_PureAgentIsAskedWhileTheObservationIsStored(t *testing.T) {
 			if o, ok := body.(events.ObservedBody); ok && k == events.StepObserved && err == nil {
 				note(fmt.Sprintf("stored observation %d", o.Step))
 			}
+			if e, ok := body.(events.EndBody); ok && e.Observation != nil && err == nil {
+				note(fmt.Sprintf("stored end with observation %d", e.Observation.Step))
+			}
 		},
 	})
 	r := create(t, d, "pure")
@@ -67,7 +70,7 @@ func TestDriver_PureAgentIsAskedWhileTheObservationIsStored(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantEnd(t, r.View(), projector.Completed, events.ReasonCompleted)
-	want := []string{"decide 1", "decide 2", "stored observation 1", "decide 3", "stored observation 2", "decide 4", "stored observation 3", "stored observation 4"}
+	want := []string{"decide 1", "decide 2", "stored observation 1", "decide 3", "stored observation 2", "decide 4", "stored observation 3", "stored end with observation 4"}
 	if !slices.Equal(seq, want) {
 		t.Errorf("order: got %q, want %q (each decision asked before the observation before it was stored, once)", seq, want)
 	}

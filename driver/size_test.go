@@ -134,3 +134,69 @@ func TestDriver_PairTooLargeForOneEventGoesApart(t *testing.T) {
 	}
 	wantEnd(t, r.View(), projector.Completed, events.ReasonCompleted)
 }
+
+// TestDriver_TerminalResultTooLargeForTheEndGoesApart: a terminal tool's
+// result travels in the run's end with the result beside it (ADR 0017);
+// when the two are too large for one event, the observation is recorded
+// alone and the end after it, and the run completes with the whole result.
+func TestDriver_TerminalResultTooLargeForTheEndGoesApart(t *testing.T) {
+	env := testkit.JetStream(t)
+	log := env.Log(t, events.Config{})
+	result := strings.Repeat("r", log.MaxEventBytes()/2+1024)
+	fin := done()
+	fin.Result = func(context.Context, json.RawMessage) (string, error) { return result, nil }
+	d := newDriverCfg(t, driver.Config{Log: log, Policy: policy.DefaultSideEffects(), Tools: []driver.Tool{fin}, MaxObservation: len(result)})
+	r := create(t, d, "big-end")
+	drive(t, d, r, testkit.NewScript(testkit.Call("done", `{}`)))
+	recs := records(t, log, "big-end")
+	if got, want := kinds(recs), []events.Kind{events.RunCreated, events.StepDecided, events.StepObserved, events.RunFinished}; !slices.Equal(got, want) {
+		t.Fatalf("events: got %v, want %v", got, want)
+	}
+	if o := body[events.ObservedBody](t, recs[2]); o.Content != result || o.Truncated {
+		t.Errorf("the observation alone: %d bytes, truncated %v, want the whole %d", len(o.Content), o.Truncated, len(result))
+	}
+	if e := body[events.EndBody](t, recs[3]); e.Observation != nil || e.Result != result {
+		t.Errorf("the end after it: observation %v, %d bytes of result, want none and the whole result", e.Observation != nil, len(e.Result))
+	}
+	wantEnd(t, r.View(), projector.Completed, events.ReasonCompleted)
+	wantCount(t, fin, 1)
+}
+
+// TestDriver_TerminalResultTravelsInTheEnd: a terminal tool's success is
+// recorded by the run's end alone, which carries the observation; the view
+// and the run's result are what the two events used to give.
+func TestDriver_TerminalResultTravelsInTheEnd(t *testing.T) {
+	env := testkit.JetStream(t)
+	log := env.Log(t, events.Config{})
+	fin := done()
+	fin.Result = func(context.Context, json.RawMessage) (string, error) { return "the answer", nil }
+	d := newDriver(t, log, policy.DefaultSideEffects(), fin)
+	r := create(t, d, "end")
+	drive(t, d, r, testkit.NewScript(testkit.Call("done", `{}`)))
+	recs := records(t, log, "end")
+	if got, want := kinds(recs), []events.Kind{events.RunCreated, events.StepDecided, events.RunFinished}; !slices.Equal(got, want) {
+		t.Fatalf("events: got %v, want %v", got, want)
+	}
+	e := body[events.EndBody](t, recs[2])
+	if o := e.Observation; o == nil || o.Step != 1 || o.Kind != events.ObsResult || o.Content != "the answer" || e.Result != "the answer" {
+		t.Fatalf("end: %+v", e)
+	}
+	o, ok, err := events.Observed(recs[2].Event)
+	if err != nil || !ok || o.Content != "the answer" {
+		t.Errorf("events.Observed: %+v %v %v", o, ok, err)
+	}
+	v := r.View()
+	wantEnd(t, v, projector.Completed, events.ReasonCompleted)
+	if s := v.Step(1); s.Observation == nil || s.Observation.Content != "the answer" || v.Run.Result != "the answer" {
+		t.Errorf("view: step %+v, result %q", s.Observation, v.Run.Result)
+	}
+	// Read again from the log, the run folds to the same.
+	again, err := d.Load(t.Context(), "end")
+	if err != nil {
+		t.Fatal(err)
+	}
+	av := again.View()
+	if s := av.Step(1); s.Observation == nil || s.Observation.Content != "the answer" || av.Run.Status != projector.Completed {
+		t.Errorf("loaded: %+v %s", s.Observation, av.Run.Status)
+	}
+}

@@ -68,6 +68,11 @@ func clean(body any) (any, bool) {
 			pb := p.(events.PolicyBody)
 			b.Policy = &pb
 		}
+		if b.Observation != nil {
+			o := *b.Observation
+			o.Content = valid(o.Content)
+			b.Observation = &o
+		}
 		return b, true
 	case events.RefusedBody:
 		b.Reason, b.Operator = valid(b.Reason), valid(b.Operator)

@@ -385,6 +385,11 @@ type EndBody struct {
 	// internal_error by its policy: outcome [OutcomeError], the reason, and
 	// the request as the policy was handed it, so replay can re-check it.
 	Policy *PolicyBody `json:"policy,omitempty"`
+	// Observation is the terminal tool's result that completed the run,
+	// for a [RunFinished] that records it instead of a [StepObserved]
+	// before it: one durable append fewer per run (ADR 0017). It is the
+	// last step's, of kind [ObsResult], and Result is its Content.
+	Observation *ObservedBody `json:"observation,omitempty"`
 }
 
 // HashToolSpec returns the hash a recorded spec carries: the hex SHA-256 of
@@ -484,6 +489,26 @@ type ModelFailBody struct {
 	RetryAfterMS int64      `json:"retry_after_ms,omitempty"`
 	Charge       ModelUsage `json:"charge"`
 	LatencyMS    int64      `json:"latency_ms"`
+}
+
+// Observed returns the observation e records, if it records one: the body
+// of a [StepObserved] event, or the terminal tool's result a [RunFinished]
+// event carries (EndBody.Observation). ok is false for every other event,
+// and for an end recorded without an observation. A body that does not
+// decode is an error.
+func Observed(e Event) (b ObservedBody, ok bool, err error) {
+	switch e.Kind {
+	case StepObserved:
+		b, err = DecodeBody[ObservedBody](e)
+		return b, err == nil, err
+	case RunFinished:
+		end, err := DecodeBody[EndBody](e)
+		if err != nil || end.Observation == nil {
+			return ObservedBody{}, false, err
+		}
+		return *end.Observation, true, nil
+	}
+	return ObservedBody{}, false, nil
 }
 
 // PolicyResult returns the policy result e records, if it records one: the

@@ -256,6 +256,42 @@ func (v *View) observe(s *Step, o events.ObservedBody) {
 	}
 }
 
+// endObserved folds the terminal tool's result a run's end carries (ADR
+// 0017): only a completion may carry one, and only the successful result
+// of the last step, still executing, whose recorded tool is terminal, with
+// the run's result its content. Anything else would let an end say a tool
+// ran, or a run completed, that no step bears out.
+func (v *View) endObserved(e events.Event, b events.EndBody) error {
+	o := b.Observation
+	n := v.Steps.Len()
+	s := v.stepRef(n)
+	switch {
+	case e.Kind != events.RunFinished || b.Reason != events.ReasonCompleted:
+		return v.errf(e, "a %s (%s) carrying an observation", e.Kind, b.Reason)
+	case o.Kind != events.ObsResult:
+		return v.errf(e, "a run's end carrying an observation of kind %q", o.Kind)
+	case s == nil || o.Step != n:
+		return v.errf(e, "a run's end carrying the observation of step %d after %d steps", o.Step, n)
+	case !s.Executing():
+		return v.errf(e, "a run's end carrying the observation of step %d, which is not executing", n)
+	case !terminal(v.Run.Tools, s.Decision.Tool):
+		return v.errf(e, "a run's end carrying the observation of step %d, whose tool %q is not a recorded terminal tool", n, s.Decision.Tool)
+	case b.Result != o.Content:
+		return v.errf(e, "a run's end whose result is not the content of the observation it carries")
+	}
+	v.observe(s, *o)
+	return nil
+}
+
+func terminal(tools []events.ToolSpec, name string) bool {
+	for _, t := range tools {
+		if t.Name == name {
+			return t.Terminal
+		}
+	}
+	return false
+}
+
 func (v *View) interrupted(e events.Event, b events.InterruptedBody) error {
 	s, err := v.step(e, b.Step)
 	if err != nil {
@@ -339,6 +375,11 @@ func (v *View) refused(e events.Event, b events.RefusedBody) error {
 }
 
 func (v *View) ended(e events.Event, b events.EndBody) error {
+	if b.Observation != nil {
+		if err := v.endObserved(e, b); err != nil {
+			return err
+		}
+	}
 	switch e.Kind {
 	case events.RunFinished:
 		v.Run.Status = Completed

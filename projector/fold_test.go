@@ -34,6 +34,7 @@ func started(t rapid.TB, run string) *history {
 		Tools: []events.ToolSpec{
 			{Name: "read", Schema: json.RawMessage(`{"type":"object"}`), SideEffect: events.ReadOnly, TimeoutMS: 1000, Hash: "h-read"},
 			{Name: "write", Schema: json.RawMessage(`{"type":"object"}`), SideEffect: events.RemoteMutation, TimeoutMS: 1000, Hash: "h-write"},
+			{Name: "done", Schema: json.RawMessage(`{"type":"object"}`), SideEffect: events.ReadOnly, TimeoutMS: 1000, Terminal: true, Hash: "h-done"},
 		},
 		Limits: events.Limits{MaxSteps: 20, MaxFailuresInRow: 3},
 		Input:  json.RawMessage(`{"task":"tidy the files"}`),
@@ -144,7 +145,7 @@ func TestFold_RunCreatedStartsRunning(t *testing.T) {
 	if v.Run.ID != "r1" || v.Run.Agent != "scripted" || string(v.Run.Input) != `{"task":"tidy the files"}` {
 		t.Errorf("run row: got id %q agent %q input %s", v.Run.ID, v.Run.Agent, v.Run.Input)
 	}
-	if len(v.Run.Tools) != 2 || v.Run.Tools[1].Name != "write" || v.Run.Limits.MaxSteps != 20 {
+	if len(v.Run.Tools) != 3 || v.Run.Tools[1].Name != "write" || !v.Run.Tools[2].Terminal || v.Run.Limits.MaxSteps != 20 {
 		t.Errorf("tools and limits: got %+v %+v", v.Run.Tools, v.Run.Limits)
 	}
 	if !v.Run.Created.Equal(base) || !v.Run.Updated.Equal(base) || v.Run.Events != 1 {
@@ -560,6 +561,61 @@ func TestFold_RefusesEventsThatDoNotFold(t *testing.T) {
 		}},
 		{"oversize decision with a result", func(h *history) events.Event {
 			return h.next(events.StepDecided, events.StepDecidedBody{Step: 1, Tool: "read", Oversize: &events.Oversize{Bytes: 9, Limit: 1}, Policy: &events.PolicyBody{Step: 1, Outcome: "allow"}})
+		}},
+		{"end carrying the result of a tool that is not terminal", func(h *history) events.Event {
+			h.decide(1, "read", `{}`)
+			h.policy(1, events.Allow, "")
+			return h.next(events.RunFinished, endWith(1, "ok"))
+		}},
+		{"end carrying the result of a step not allowed", func(h *history) events.Event {
+			h.decide(1, "done", `{}`)
+			return h.next(events.RunFinished, endWith(1, "ok"))
+		}},
+		{"end carrying the result of a denied step", func(h *history) events.Event {
+			h.decide(1, "done", `{}`)
+			h.policy(1, events.Deny, "no")
+			return h.next(events.RunFinished, endWith(1, "ok"))
+		}},
+		{"end carrying the result of a step already observed", func(h *history) events.Event {
+			h.decide(1, "done", `{}`)
+			h.policy(1, events.Allow, "")
+			h.observe(1, events.ObsResult, "ok")
+			return h.next(events.RunFinished, endWith(1, "ok"))
+		}},
+		{"end carrying the result of another step", func(h *history) events.Event {
+			h.decide(1, "done", `{}`)
+			h.policy(1, events.Allow, "")
+			return h.next(events.RunFinished, endWith(2, "ok"))
+		}},
+		{"end carrying a result with no step", func(h *history) events.Event {
+			return h.next(events.RunFinished, endWith(1, "ok"))
+		}},
+		{"end carrying a tool's error", func(h *history) events.Event {
+			h.decide(1, "done", `{}`)
+			h.policy(1, events.Allow, "")
+			b := endWith(1, "boom")
+			b.Observation.Kind = events.ObsToolError
+			return h.next(events.RunFinished, b)
+		}},
+		{"end whose result is not the result it carries", func(h *history) events.Event {
+			h.decide(1, "done", `{}`)
+			h.policy(1, events.Allow, "")
+			b := endWith(1, "ok")
+			b.Result = "something else"
+			return h.next(events.RunFinished, b)
+		}},
+		{"failure carrying a result", func(h *history) events.Event {
+			h.decide(1, "done", `{}`)
+			h.policy(1, events.Allow, "")
+			b := endWith(1, "ok")
+			return h.next(events.RunFailed, events.EndBody{Reason: events.ReasonInternalError, Result: "ok", Observation: b.Observation})
+		}},
+		{"completion for another reason carrying a result", func(h *history) events.Event {
+			h.decide(1, "done", `{}`)
+			h.policy(1, events.Allow, "")
+			b := endWith(1, "ok")
+			b.Reason = events.ReasonStepLimit
+			return h.next(events.RunFinished, b)
 		}},
 		{"seq gap", func(h *history) events.Event {
 			e := h.next(events.StepDecided, events.StepDecidedBody{Step: 1, Tool: "read"})
@@ -1021,6 +1077,57 @@ func TestFold_DecisionCarryingItsResultFoldsLikeThePair(t *testing.T) {
 			}
 			if ov.Run.Events != 2 || pv.Run.Events != 3 {
 				t.Errorf("events folded: got %d and %d, want 2 and 3", ov.Run.Events, pv.Run.Events)
+			}
+		})
+	}
+}
+
+// endWith is a completion carrying step n's terminal result content.
+func endWith(n int, content string) events.EndBody {
+	return events.EndBody{Reason: events.ReasonCompleted, Result: content, Observation: &events.ObservedBody{Step: n, Kind: events.ObsResult, Content: content}}
+}
+
+// TestFold_EndCarryingTheResultFoldsLikeThePair: a completion that carries
+// its terminal tool's result (ADR 0017) folds to the view the observation
+// and a plain completion fold to, with one event fewer.
+func TestFold_EndCarryingTheResultFoldsLikeThePair(t *testing.T) {
+	for _, grant := range []bool{false, true} {
+		t.Run(fmt.Sprintf("granted=%v", grant), func(t *testing.T) {
+			build := func(end ...func(h *history)) projector.View {
+				h := started(t, "r1")
+				h.decide(1, "read", `{}`)
+				h.policy(1, events.Allow, "")
+				h.observe(1, events.ObsResult, "a")
+				h.decide(2, "done", `{"n":2}`)
+				if grant {
+					h.request(2, "a1")
+					h.grant("a1")
+					h.consume(2, "a1")
+				} else {
+					h.policy(2, events.Allow, "")
+				}
+				for _, f := range end {
+					f(h)
+				}
+				return h.fold()
+			}
+			pair := build(func(h *history) {
+				h.observe(2, events.ObsResult, "the answer")
+				h.add(events.RunFinished, events.EndBody{Reason: events.ReasonCompleted, Result: "the answer"})
+			})
+			one := build(func(h *history) { h.add(events.RunFinished, endWith(2, "the answer")) })
+			if one.Run.Events != pair.Run.Events-1 {
+				t.Errorf("events folded: got %d, want %d", one.Run.Events, pair.Run.Events-1)
+			}
+			one.Run.Events, one.Run.Updated = pair.Run.Events, pair.Run.Updated
+			if !reflect.DeepEqual(one.Run, pair.Run) {
+				t.Errorf("run: got %+v, want %+v", one.Run, pair.Run)
+			}
+			if o, p := one.Step(2), pair.Step(2); !reflect.DeepEqual(o, p) {
+				t.Errorf("step 2: got %+v, want %+v", o, p)
+			}
+			if !reflect.DeepEqual(one.Approvals, pair.Approvals) {
+				t.Errorf("approvals: got %+v, want %+v", one.Approvals, pair.Approvals)
 			}
 		})
 	}

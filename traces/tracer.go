@@ -186,6 +186,12 @@ func (t *Tracer) event(ctx context.Context, m *jetstream.RawStreamMsg) {
 		s.failed = b.Kind != events.ObsResult
 		t.end(ctx, e.Run, b.Step, s, e.Time)
 	case events.RunFinished, events.RunFailed, events.RunCancelled:
+		if o, ok, _ := events.Observed(e); ok {
+			// The terminal tool's result, carried by the end (ADR 0017).
+			s := step(o.Step)
+			s.observed, s.failed = string(o.Kind), false
+			t.end(ctx, e.Run, o.Step, s, e.Time)
+		}
 		for n, s := range r.steps {
 			s.observed = string(e.Kind)
 			t.end(ctx, e.Run, n, s, e.Time)

@@ -55,6 +55,9 @@ func summary(e events.Event) string {
 		return fmt.Sprintf("approval %s: %s", b.Approval, b.Reason)
 	case events.RunFinished, events.RunFailed, events.RunCancelled:
 		b, _ := events.DecodeBody[events.EndBody](e)
+		if o := b.Observation; o != nil {
+			return fmt.Sprintf("%s with step %d's %s: %s", b.Reason, o.Step, o.Kind, clip(b.Result, 60))
+		}
 		return strings.TrimSpace(fmt.Sprintf("%s %s %s", b.Reason, b.Detail, clip(b.Result, 60)))
 	case events.ModelAttempted:
 		b, _ := events.DecodeBody[events.ModelAttemptBody](e)
