@@ -24,7 +24,7 @@ type Pending struct {
 	l       *Log
 	rec     Record
 	subject string
-	ack     *jsinbox.Ack
+	ack     jsinbox.Ack
 	hash    string // of the event's bytes, hashed while the server stores them
 	after   Tail
 }

@@ -37,10 +37,13 @@ type Ack struct {
 // inbox, and returns as soon as it is sent. m's Reply is the inbox's; the
 // caller must not touch m again. A publish the connection refuses is an
 // error at once; the server's answer is [Ack.Wait]'s.
-func (b *Inbox) Publish(m *nats.Msg) (*Ack, error) {
-	a := &Ack{b: b, msg: m, ch: make(chan reply, 1)}
+//
+// The Ack is returned by value, so that a caller may keep it inside its own
+// record of the publish at no allocation of its own.
+func (b *Inbox) Publish(m *nats.Msg) (Ack, error) {
+	a := Ack{b: b, msg: m, ch: make(chan reply, 1)}
 	if err := a.send(); err != nil {
-		return nil, err
+		return Ack{}, err
 	}
 	return a, nil
 }
