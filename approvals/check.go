@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/arbiter-run/arbiter/events"
+	"github.com/arbiter-run/arbiter/internal/decisions"
 	"github.com/arbiter-run/arbiter/jsonform"
 	"github.com/arbiter-run/arbiter/projector"
 )
@@ -127,5 +128,5 @@ func Publish(ctx context.Context, log *events.Log, run string, d events.Decision
 	if err != nil {
 		return 0, fmt.Errorf("publish decision on %s: %w", d.Approval, err)
 	}
-	return log.PublishDecision(ctx, run, "decision-"+d.Signature, data)
+	return decisions.Publish(ctx, log, run, "decision-"+d.Signature, data)
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/arbiter-run/arbiter/events"
+	"github.com/arbiter-run/arbiter/internal/jsinbox"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -92,7 +93,7 @@ func watchShard(ctx context.Context, log *events.Log, pos *position, k int, filt
 				stored = info.State.LastSeq
 			}
 		}
-		msgs, err := log.GetBatch(ctx, stream, next, 1024, filter)
+		msgs, err := jsinbox.GetBatch(ctx, log.JetStream(), stream, next, jsinbox.MaxBatch, filter)
 		if ctx.Err() != nil {
 			return nil
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/arbiter-run/arbiter/driver"
 	"github.com/arbiter-run/arbiter/events"
 	"github.com/arbiter-run/arbiter/fleet"
+	"github.com/arbiter-run/arbiter/internal/decisions"
 	"github.com/arbiter-run/arbiter/policy"
 	"github.com/arbiter-run/arbiter/projector"
 	"github.com/arbiter-run/arbiter/testkit"
@@ -321,7 +322,7 @@ func TestClient_DecideRefusesWhatItCannotSign(t *testing.T) {
 			t.Errorf("decide %s %+v: %v, want %v", c.id, c.d, err, c.want)
 		}
 	}
-	if msgs, err := e.c.Log().Decisions(ctx, st.Run, 0, 10); err != nil || len(msgs) != 0 {
+	if msgs, err := decisions.Read(ctx, e.c.Log(), st.Run, 0, 10); err != nil || len(msgs) != 0 {
 		t.Errorf("decisions published: %d, %v; want none", len(msgs), err)
 	}
 	if _, err := e.c.Decide(ctx, e.key, "no-such-run", a.ID, client.Decision{Decision: events.DecisionGrant}); !errors.Is(err, client.ErrNoRun) {
@@ -506,7 +507,7 @@ func TestClient_BrokenRunIsNeverShownInPart(t *testing.T) {
 	if _, err := e.c.Grant(ctx, e.key, st.Run, a.ID, "ok"); !errors.Is(err, client.ErrBroken) {
 		t.Errorf("Grant: %v, want ErrBroken", err)
 	}
-	if msgs, err := e.c.Log().Decisions(ctx, st.Run, 0, 10); err != nil || len(msgs) != 0 {
+	if msgs, err := decisions.Read(ctx, e.c.Log(), st.Run, 0, 10); err != nil || len(msgs) != 0 {
 		t.Errorf("decisions published on a broken run: %d, %v", len(msgs), err)
 	}
 	list, err := e.c.Approvals(ctx)

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/arbiter-run/arbiter/events"
+	"github.com/arbiter-run/arbiter/internal/jsinbox"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -28,7 +29,7 @@ const pendingHeader = "Nats-Num-Pending"
 // matching returns how many messages on stream matching filter are stored
 // at sequence seq or after.
 func matching(ctx context.Context, log *events.Log, stream string, seq uint64, filter string) (uint64, error) {
-	msgs, err := log.GetBatch(ctx, stream, seq, 1, filter)
+	msgs, err := jsinbox.GetBatch(ctx, log.JetStream(), stream, seq, 1, filter)
 	if err != nil {
 		return 0, err
 	}
@@ -91,7 +92,7 @@ func newest(ctx context.Context, log *events.Log, k int, filter string, before u
 	}
 	var out []*jetstream.RawStreamMsg
 	for seq := lo; seq < hi; {
-		msgs, err := log.GetBatch(ctx, stream, seq, int(min(count+1, 1024)), filter)
+		msgs, err := jsinbox.GetBatch(ctx, log.JetStream(), stream, seq, int(min(count+1, 1024)), filter)
 		if err != nil {
 			return nil, fmt.Errorf("list %s: %w", stream, err)
 		}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/arbiter-run/arbiter/approvals"
 	"github.com/arbiter-run/arbiter/events"
+	"github.com/arbiter-run/arbiter/internal/jsinbox"
 )
 
 // WatchApprovals calls fn for every approval event of every run, in order
@@ -68,7 +69,7 @@ func (c *Client) watchEnds(ctx context.Context, k int, fromStart bool, fn func(E
 	// Every run.* kind: the ends, and run.created and run.tools, skipped.
 	filter := strings.TrimSuffix(c.log.KindFilter(k, events.RunCreated), "created") + "*"
 	for {
-		msgs, err := c.log.GetBatch(ctx, stream, next, 1024, filter)
+		msgs, err := jsinbox.GetBatch(ctx, c.log.JetStream(), stream, next, jsinbox.MaxBatch, filter)
 		if ctx.Err() != nil {
 			return nil
 		}

@@ -21,6 +21,7 @@ import (
 	"github.com/arbiter-run/arbiter/embedded"
 	"github.com/arbiter-run/arbiter/events"
 	"github.com/arbiter-run/arbiter/fleet"
+	"github.com/arbiter-run/arbiter/internal/decisions"
 	"github.com/arbiter-run/arbiter/internal/setup"
 	"github.com/arbiter-run/arbiter/policy"
 	"github.com/arbiter-run/arbiter/projector"
@@ -251,7 +252,7 @@ func decide(t *testing.T, c *http.Client, base, run, approval string, form url.V
 // published returns the decisions published for run.
 func (e *env) published(t *testing.T, run string) []events.DecisionBody {
 	t.Helper()
-	msgs, err := e.log.Decisions(t.Context(), run, 0, 100)
+	msgs, err := decisions.Read(t.Context(), e.log, run, 0, 100)
 	if err != nil {
 		t.Fatal(err)
 	}

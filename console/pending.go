@@ -9,6 +9,7 @@ import (
 
 	"github.com/arbiter-run/arbiter/client"
 	"github.com/arbiter-run/arbiter/events"
+	"github.com/arbiter-run/arbiter/internal/jsinbox"
 	"github.com/arbiter-run/arbiter/projector"
 )
 
@@ -95,7 +96,7 @@ func (p *pendingFeed) step(ctx context.Context) error {
 		seq := p.next[i]
 		p.mu.Unlock()
 		for {
-			msgs, err := p.log.GetBatch(ctx, f.stream, seq, 1024, f.subject)
+			msgs, err := jsinbox.GetBatch(ctx, p.log.JetStream(), f.stream, seq, jsinbox.MaxBatch, f.subject)
 			if err != nil {
 				return err
 			}

@@ -30,9 +30,8 @@ type Answer struct {
 }
 
 // EndError is an error an agent returns to end a run with a reason other
-// than agent_error: [events.ReasonBudgetExceeded] (a reason outside
-// [AgentEndReasons] is recorded as agent_error). Detail says why, for a
-// person.
+// than agent_error: [events.ReasonBudgetExceeded] (any other reason is recorded
+// as agent_error). Detail says why, for a person.
 type EndError struct {
 	Reason events.EndReason
 	Detail string
@@ -40,8 +39,8 @@ type EndError struct {
 
 func (e *EndError) Error() string { return string(e.Reason) + ": " + e.Detail }
 
-// AgentEndReasons are the end reasons an agent may give with [EndError].
-var AgentEndReasons = []events.EndReason{events.ReasonAgentError, events.ReasonBudgetExceeded}
+// agentEndReasons are the end reasons an agent may give with [EndError].
+var agentEndReasons = []events.EndReason{events.ReasonAgentError, events.ReasonBudgetExceeded}
 
 // ErrNotModelEvent is returned by a [Recorder] asked to record an event
 // that is not a model call's.
@@ -108,7 +107,7 @@ func (f AgentFunc) Decide(ctx context.Context, in StepInput) (Action, error) { r
 func endOf(err error) events.EndBody {
 	var ee *EndError
 	if errors.As(err, &ee) {
-		for _, r := range AgentEndReasons {
+		for _, r := range agentEndReasons {
 			if ee.Reason == r {
 				return events.EndBody{Reason: r, Detail: ee.Detail}
 			}

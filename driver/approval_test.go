@@ -11,6 +11,7 @@ import (
 	"github.com/arbiter-run/arbiter/approvals"
 	"github.com/arbiter-run/arbiter/driver"
 	"github.com/arbiter-run/arbiter/events"
+	"github.com/arbiter-run/arbiter/internal/decisions"
 	"github.com/arbiter-run/arbiter/policy"
 	"github.com/arbiter-run/arbiter/projector"
 	"github.com/arbiter-run/arbiter/testkit"
@@ -378,7 +379,7 @@ func TestResume_SecondUseOfGrantRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	replayed, err := d.Log().PublishDecision(t.Context(), r.ID(), "replayed", data)
+	replayed, err := decisions.Publish(t.Context(), d.Log(), r.ID(), "replayed", data)
 	if err != nil {
 		t.Fatal(err)
 	}

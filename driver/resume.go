@@ -6,6 +6,7 @@ import (
 
 	"github.com/arbiter-run/arbiter/approvals"
 	"github.com/arbiter-run/arbiter/events"
+	"github.com/arbiter-run/arbiter/internal/decisions"
 	"github.com/arbiter-run/arbiter/projector"
 )
 
@@ -50,7 +51,7 @@ func (d *Driver) settle(ctx context.Context, r *Run) (bool, error) {
 // intake reads the next decision published for r, which waits on the
 // pending approval a, and records what it comes to.
 func (d *Driver) intake(ctx context.Context, r *Run, a *projector.Approval) (bool, error) {
-	msgs, err := d.log.Decisions(ctx, r.ID(), r.view.Intake, 1)
+	msgs, err := decisions.Read(ctx, d.log, r.ID(), r.view.Intake, 1)
 	if err != nil {
 		return false, err
 	}

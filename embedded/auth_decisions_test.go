@@ -9,6 +9,8 @@ import (
 
 	"github.com/arbiter-run/arbiter/approvals"
 	"github.com/arbiter-run/arbiter/events"
+	"github.com/arbiter-run/arbiter/internal/decisions"
+	"github.com/arbiter-run/arbiter/internal/layout"
 	"github.com/arbiter-run/arbiter/projector"
 	"github.com/arbiter-run/arbiter/testkit"
 )
@@ -41,20 +43,20 @@ func TestDecisions_WhatTheOperatorUserPublishesIsJudgedOnce(t *testing.T) {
 	if err != nil {
 		t.Fatalf("attach as operator: %v", err)
 	}
-	subject := opLog.DecisionSubject(run)
+	subject := decisions.Subject(opLog, run)
 
 	// Garbage, and garbage of exactly the limit: stored, refused once each.
 	if _, err := e.operator.js.Publish(ctx, subject, []byte("not a decision")); err != nil {
 		t.Fatalf("operator publishes garbage: %v", err)
 	}
-	atLimit := append([]byte(`{"approval":"`), bytes.Repeat([]byte("x"), events.MaxDecisionBytes-len(`{"approval":""}`))...)
+	atLimit := append([]byte(`{"approval":"`), bytes.Repeat([]byte("x"), layout.MaxDecisionBytes-len(`{"approval":""}`))...)
 	atLimit = append(atLimit, `"}`...)
 	if _, err := e.operator.js.Publish(ctx, subject, atLimit); err != nil {
 		t.Fatalf("operator publishes %d bytes (the limit): %v", len(atLimit), err)
 	}
 	// Over the limit: the server refuses it; nothing is stored.
 	if _, err := e.operator.js.Publish(ctx, subject, append(atLimit, ' ')); err == nil {
-		t.Fatalf("a decision of %d bytes was stored, over the %d-byte limit", len(atLimit)+1, events.MaxDecisionBytes)
+		t.Fatalf("a decision of %d bytes was stored, over the %d-byte limit", len(atLimit)+1, layout.MaxDecisionBytes)
 	}
 	// A signed grant, published twice under its message id: stored once.
 	v := r.View()
@@ -89,7 +91,7 @@ func TestDecisions_WhatTheOperatorUserPublishesIsJudgedOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := opLog.PublishDecision(ctx, run, "a-copy", data); err != nil {
+	if _, err := decisions.Publish(ctx, opLog, run, "a-copy", data); err != nil {
 		t.Fatalf("operator publishes a copy: %v", err)
 	}
 	drive()

@@ -12,6 +12,7 @@ import (
 	"github.com/arbiter-run/arbiter/embedded"
 	"github.com/arbiter-run/arbiter/events"
 	"github.com/arbiter-run/arbiter/fleet"
+	"github.com/arbiter-run/arbiter/internal/decisions"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -101,7 +102,7 @@ func TestPermissions_OperatorHasNoConsumerAPI(t *testing.T) {
 			}
 			before := e.state(t)
 			wcfg := e.q.Config()
-			streams := []string{wcfg.WorkStream, e.log.DecisionStreamName(), "KV_" + wcfg.Bucket, "KV_" + wcfg.AgentsBucket}
+			streams := []string{wcfg.WorkStream, decisions.Stream(e.log), "KV_" + wcfg.Bucket, "KV_" + wcfg.AgentsBucket}
 			for k := 0; k < shards; k++ {
 				streams = append(streams, e.log.StreamName(k))
 			}
@@ -139,7 +140,7 @@ func TestPermissions_OperatorHasNoConsumerAPI(t *testing.T) {
 				return err
 			})
 			e.operator.refused(t, "push consumer delivering onto a run subject", func(ctx context.Context, js jetstream.JetStream) error {
-				_, err := js.CreateOrUpdatePushConsumer(ctx, e.log.DecisionStreamName(), jetstream.ConsumerConfig{
+				_, err := js.CreateOrUpdatePushConsumer(ctx, decisions.Stream(e.log), jetstream.ConsumerConfig{
 					Name: "relay", DeliverSubject: e.log.Subject(e.run, events.RunFinished), AckPolicy: jetstream.AckNonePolicy,
 				})
 				return err
@@ -181,7 +182,7 @@ func TestPermissions_OperatorCannotManageStreams(t *testing.T) {
 func cannotManage(t *testing.T, e *authEnv, c *client) {
 	t.Helper()
 	before := e.state(t)
-	streams := []string{"ARB_WORK", e.log.DecisionStreamName(), "KV_ARB_VIEWS", "KV_ARB_AGENTS", "NEW_STREAM"}
+	streams := []string{"ARB_WORK", decisions.Stream(e.log), "KV_ARB_VIEWS", "KV_ARB_AGENTS", "NEW_STREAM"}
 	for k := 0; k < e.log.Config().Shards; k++ {
 		streams = append(streams, e.log.StreamName(k))
 	}
@@ -205,7 +206,7 @@ func cannotManage(t *testing.T, e *authEnv, c *client) {
 			return err
 		}},
 		{"purge the decisions stream", func(ctx context.Context, js jetstream.JetStream) error {
-			s, err := js.Stream(ctx, e.log.DecisionStreamName())
+			s, err := js.Stream(ctx, decisions.Stream(e.log))
 			if err != nil {
 				return err
 			}
@@ -306,11 +307,11 @@ func TestPermissions_OperatorCanDecideNudgeAndRead(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			seq, err := opLog.PublishDecision(ctx, e.run, events.NewID(), data)
+			seq, err := decisions.Publish(ctx, opLog, e.run, events.NewID(), data)
 			if err != nil {
 				t.Fatalf("publish decision as operator: %v", err)
 			}
-			got, err := opLog.Decisions(ctx, e.run, 0, 10)
+			got, err := decisions.Read(ctx, opLog, e.run, 0, 10)
 			if err != nil || len(got) != 1 || got[0].Sequence != seq {
 				t.Errorf("decisions read back as operator: %d, %v; want the one at %d", len(got), err, seq)
 			}

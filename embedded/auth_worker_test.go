@@ -11,6 +11,7 @@ import (
 	"github.com/arbiter-run/arbiter/driver"
 	"github.com/arbiter-run/arbiter/events"
 	"github.com/arbiter-run/arbiter/fleet"
+	"github.com/arbiter-run/arbiter/internal/decisions"
 	"github.com/arbiter-run/arbiter/policy"
 	"github.com/arbiter-run/arbiter/projector"
 	"github.com/arbiter-run/arbiter/testkit"
@@ -28,7 +29,7 @@ func TestPermissions_WorkerCannotManage(t *testing.T) {
 			before := e.state(t)
 			wcfg := e.q.Config()
 			api := "$JS.API.CONSUMER."
-			streams := []string{wcfg.WorkStream, e.log.DecisionStreamName(), "KV_" + wcfg.Bucket, "KV_" + wcfg.AgentsBucket}
+			streams := []string{wcfg.WorkStream, decisions.Stream(e.log), "KV_" + wcfg.Bucket, "KV_" + wcfg.AgentsBucket}
 			for k := 0; k < shards; k++ {
 				streams = append(streams, e.log.StreamName(k))
 			}
@@ -81,11 +82,11 @@ func TestPermissions_WorkerCannotPublishDecision(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				for _, subj := range []string{e.log.DecisionSubject(e.run), e.log.DecisionSubject("other"), e.log.DecisionSubject(e.run) + ".x"} {
+				for _, subj := range []string{decisions.Subject(e.log, e.run), decisions.Subject(e.log, "other"), decisions.Subject(e.log, e.run) + ".x"} {
 					e.worker.refusedPublish(t, subj, nil, data)
 				}
 				e.worker.refused(t, "publish a decision", func(ctx context.Context, _ jetstream.JetStream) error {
-					_, err := e.log.PublishDecision(ctx, e.run, events.NewID(), data)
+					_, err := decisions.Publish(ctx, e.log, e.run, events.NewID(), data)
 					return err
 				})
 			}
@@ -99,7 +100,7 @@ func TestPermissions_WorkerCannotPublishDecision(t *testing.T) {
 func TestPermissions_AdminWritesNoRunOrDecision(t *testing.T) {
 	e := newAuthEnv(t, events.Config{})
 	before := e.state(t)
-	for _, subj := range []string{e.log.Subject(e.run, events.RunFinished), e.log.DecisionSubject(e.run), "arb.work." + e.run, "$KV.ARB_VIEWS." + e.run, "$JS.ACK.ARB_WORK.arb-workers.1.1.1.0.0"} {
+	for _, subj := range []string{e.log.Subject(e.run, events.RunFinished), decisions.Subject(e.log, e.run), "arb.work." + e.run, "$KV.ARB_VIEWS." + e.run, "$JS.ACK.ARB_WORK.arb-workers.1.1.1.0.0"} {
 		e.admin.refusedPublish(t, subj, nil, []byte(`{}`))
 	}
 	e.unchanged(t, before)

@@ -298,7 +298,7 @@ const (
 // DecisionBody is an operator's decision, signed over the run, the
 // approval id, the hash, the decision, the operator, the signing time and
 // the reason. An operator publishes it on the run's decision subject (see
-// [Log.PublishDecision]) with Received and Intake empty; the worker that
+// approvals.Publish) with Received and Intake empty; the worker that
 // accepts it records it as the body of [ApprovalGranted] or
 // [ApprovalDenied] (whichever Decision says), with Received and Intake
 // filled in. Those two are the worker's, not signed.

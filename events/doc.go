@@ -8,5 +8,9 @@
 //
 // The package must not interpret events: deriving a run's status from its
 // events is the projector's job, and deciding anything is the policy's. It
-// imports nothing of Arbiter's but the JSON form.
+// imports nothing of Arbiter's but the JSON form and two internal packages:
+// internal/layout (the names it stores under) and internal/jsinbox (the
+// reply subscription its appends' acks and its batch reads share). The
+// decisions stream it creates is published and read by internal/decisions;
+// users decide through approvals or client (ADR 0020).
 package events

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/arbiter-run/arbiter/internal/jsinbox"
 	"github.com/arbiter-run/arbiter/internal/layout"
 	"github.com/cespare/xxhash/v2"
 	"github.com/nats-io/nats.go/jetstream"
@@ -96,8 +97,8 @@ const metaShards = "arbiter_shards"
 type Log struct {
 	js      jetstream.JetStream
 	cfg     Config
-	streams []jetstream.Stream // handles by shard, looked up once
-	pub     atomic.Pointer[publisher]
+	streams []jetstream.Stream            // handles by shard, looked up once
+	box     atomic.Pointer[jsinbox.Inbox] // the connection's, once used
 }
 
 // Open creates or updates the runs streams described by cfg and returns the

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/arbiter-run/arbiter/embedded"
 	"github.com/arbiter-run/arbiter/events"
 	"github.com/arbiter-run/arbiter/testkit"
 	"github.com/nats-io/nats.go"
@@ -245,5 +246,34 @@ func TestWait_AnotherMessageUnderTheEventsID(t *testing.T) {
 	}
 	if tail != t0 {
 		t.Errorf("run's tail after the refused append: %+v, want still %+v", tail, t0)
+	}
+}
+
+// TestBegin_ClosedConnection: an append on a log whose connection has
+// closed is refused at once with ErrConnectionClosed, never left waiting.
+func TestBegin_ClosedConnection(t *testing.T) {
+	ctx := ctxT(t)
+	srv, err := embedded.Start(embedded.Config{Dir: t.TempDir(), Port: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Stop)
+	nc, err := srv.Connect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := events.Open(ctx, js, events.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := startRun(t, ctx, l, "r")
+	nc.Close()
+	ev := mustEvent(t, "r", events.StepDecided, events.StepDecidedBody{Step: 1, Tool: "x"})
+	if _, err := l.Begin(ctx, t0, ev); !errors.Is(err, nats.ErrConnectionClosed) {
+		t.Errorf("append on a closed connection: got %v, want ErrConnectionClosed", err)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/arbiter-run/arbiter/internal/jsinbox"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -83,7 +84,7 @@ func (l *Log) Since(ctx context.Context, run string, from Tail) ([]Record, Tail,
 		if !anchored {
 			want = min(want+1, maxBatch)
 		}
-		msgs, _, err := l.getBatch(ctx, stream, next, want, filter)
+		msgs, err := l.getBatch(ctx, stream, next, want, filter)
 		if err != nil {
 			return nil, Tail{}, fmt.Errorf("read run %s: %w", run, err)
 		}
@@ -126,9 +127,9 @@ func (l *Log) Since(ctx context.Context, run string, from Tail) ([]Record, Tail,
 	return out, tail, nil
 }
 
-// maxBatch bounds one batch read (see [Log.GetBatch]): a long run is read
-// in several, each with a reply channel of its size.
-const maxBatch = 1024
+// maxBatch bounds one batch read (see [jsinbox.GetBatch]): a long run is
+// read in several, each with a reply channel of its size.
+const maxBatch = jsinbox.MaxBatch
 
 func (l *Log) chained(run, stream string, m *jetstream.RawStreamMsg, seq uint64, prev string) (Record, error) {
 	e, err := Decode(m.Data)

@@ -94,7 +94,7 @@ func (l *Log) consume(ctx context.Context, k int, from, end uint64, fn func(RawR
 	fetch := func(seq uint64) <-chan batch {
 		ch := make(chan batch, 1)
 		go func() {
-			msgs, err := l.GetBatch(ctx, stream, seq, maxBatch, "")
+			msgs, err := l.getBatch(ctx, stream, seq, maxBatch, "")
 			ch <- batch{msgs, err}
 		}()
 		return ch

@@ -13,6 +13,7 @@ import (
 	"github.com/arbiter-run/arbiter/driver"
 	"github.com/arbiter-run/arbiter/events"
 	"github.com/arbiter-run/arbiter/fleet"
+	"github.com/arbiter-run/arbiter/internal/decisions"
 	"github.com/arbiter-run/arbiter/policy"
 	"github.com/arbiter-run/arbiter/projector"
 	"github.com/arbiter-run/arbiter/scripted"
@@ -226,7 +227,7 @@ func TestFleet_SixteenConcurrentResumesExecuteOnce(t *testing.T) {
 	f.grant(t, d.Log(), run, a)
 	// Record it as the worker that reads it does, so that every driver
 	// below loads the approval granted and races to consume it.
-	msgs, err := d.Log().Decisions(t.Context(), run, 0, 1)
+	msgs, err := decisions.Read(t.Context(), d.Log(), run, 0, 1)
 	if err != nil || len(msgs) != 1 {
 		t.Fatalf("published decisions: %d, %v", len(msgs), err)
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/arbiter-run/arbiter/driver"
 	"github.com/arbiter-run/arbiter/events"
+	"github.com/arbiter-run/arbiter/internal/jsinbox"
 )
 
 // DefaultCancelPoll is how often a worker looks for cancellations of the
@@ -98,7 +99,7 @@ func (w *Worker) readCancels(ctx context.Context, k int, from uint64) {
 	log := w.d.Log()
 	stream, filter := log.StreamName(k), log.KindFilter(k, events.RunCancelled)
 	for {
-		msgs, err := log.GetBatch(ctx, stream, from, 1024, filter)
+		msgs, err := jsinbox.GetBatch(ctx, log.JetStream(), stream, from, jsinbox.MaxBatch, filter)
 		if err != nil || len(msgs) == 0 {
 			return
 		}

@@ -146,7 +146,7 @@ func list(ctx context.Context, sess *sdk.ClientSession) (map[string]listed, erro
 			return nil, err
 		}
 		for _, t := range res.Tools {
-			p, err := PinOf(t)
+			p, err := pinOf(t)
 			out[t.Name] = listed{tool: t, pin: p, err: err}
 		}
 		if res.NextCursor == "" {
@@ -306,7 +306,7 @@ func (s *server) review() []Review {
 	s.mu.Lock()
 	for _, r := range rs {
 		prev, ok := s.reviews[r.Tool]
-		if (!ok || prev != r) && r.Notable() {
+		if (!ok || prev != r) && r.notable() {
 			report = append(report, r)
 		}
 		if !ok || prev != r {

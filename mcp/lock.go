@@ -112,8 +112,8 @@ type annotationsForm struct {
 	Title       string `json:"title"`
 }
 
-// PinOf computes the pin of a tool as the server lists it.
-func PinOf(t *sdk.Tool) (Pin, error) {
+// pinOf computes the pin of a tool as the server lists it.
+func pinOf(t *sdk.Tool) (Pin, error) {
 	schema, err := toolSchema(t)
 	if err != nil {
 		return Pin{}, err

@@ -46,10 +46,10 @@ type Review struct {
 	Note string
 }
 
-// Notable reports whether r is worth telling an operator about: a tool
+// notable reports whether r is worth telling an operator about: a tool
 // that is not as pinned, or whose hints disagree with the operator. A
 // pinned tool the config does not list is hidden as the operator chose.
-func (r Review) Notable() bool { return r.Status != Pinned || r.Hint != "" }
+func (r Review) notable() bool { return r.Status != Pinned || r.Hint != "" }
 
 // offer is a tool to offer: its recorded spec and how to call it.
 type offer struct {

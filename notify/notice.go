@@ -27,14 +27,14 @@ type Notice struct {
 // maxText bounds each model-chosen field of a notice.
 const maxText = 300
 
-// Neutral returns s as plain text that no chat renders as a mention, a
+// neutral returns s as plain text that no chat renders as a mention, a
 // link or markup: Slack's control characters (&, <, >) are escaped, so
 // <!channel>, <@U…> and <url|label> stay text; the characters of
 // formatting (*, _, ~, `) and of links (://, www.) are broken with a zero
 // width space or replaced by look-alikes; @ is followed by a zero width
 // space so @here and @channel match nothing; control characters become
 // spaces; and it is cut to maxText runes.
-func Neutral(s string) string {
+func neutral(s string) string {
 	var b strings.Builder
 	n := 0
 	for _, r := range s {

@@ -117,7 +117,7 @@ func Verify(secret []byte, header string, body []byte, now time.Time, tolerance 
 func slackText(n Notice) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Approval waiting on run %s: tool %s (%s)\nWhy: %s\nApproval %s, hash %.12s",
-		n.Run, Neutral(n.Tool), Neutral(n.Kind), Neutral(n.Reason), Neutral(n.Approval), n.Hash)
+		n.Run, neutral(n.Tool), neutral(n.Kind), neutral(n.Reason), neutral(n.Approval), n.Hash)
 	if n.Expires != nil {
 		fmt.Fprintf(&b, ", expires %s", n.Expires.UTC().Format(time.RFC3339))
 	}
@@ -137,7 +137,7 @@ func body(e Endpoint, n Notice) ([]byte, error) {
 			UnfurlLinks bool `json:"unfurl_links"`
 		}{Text: slackText(n)})
 	}
-	n.Tool, n.Kind, n.Reason = Neutral(n.Tool), Neutral(n.Kind), Neutral(n.Reason)
+	n.Tool, n.Kind, n.Reason = neutral(n.Tool), neutral(n.Kind), neutral(n.Reason)
 	return json.Marshal(n)
 }
 

@@ -49,13 +49,13 @@ func History(steps projector.Steps) []Turn {
 func From(steps projector.Steps, n int) []Turn {
 	out := make([]Turn, 0, max(steps.Len()-n, 0))
 	for i := n; i < steps.Len(); i++ {
-		out = append(out, TurnOf(steps.At(i)))
+		out = append(out, turnOf(steps.At(i)))
 	}
 	return out
 }
 
-// TurnOf renders one step.
-func TurnOf(s projector.Step) Turn {
+// turnOf renders one step.
+func turnOf(s projector.Step) Turn {
 	id := s.Decision.CallID
 	if id == "" {
 		id = "step-" + strconv.Itoa(s.N)

@@ -75,10 +75,10 @@ func TestFrom_RendersOnlyTheStepsAfterN(t *testing.T) {
 	}
 }
 
-func TestTurnOf_KeepsTheModelsText(t *testing.T) {
+func TestFrom_KeepsTheModelsText(t *testing.T) {
 	s := step(1, "read", `{}`, "c", events.ObsResult, "ok")
 	s.Decision.Reason = "reading it first"
-	if got := render.TurnOf(s).Text; got != "reading it first" {
+	if got := render.From(projector.StepsOf(s), 0)[0].Text; got != "reading it first" {
 		t.Errorf("got text %q, want %q", got, "reading it first")
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/arbiter-run/arbiter/events"
+	"github.com/arbiter-run/arbiter/internal/jsinbox"
 	"github.com/arbiter-run/arbiter/policy"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -208,7 +209,7 @@ func (c *checker) firstAtOrAfter(ctx context.Context, stream string, lo, hi uint
 // timeAt returns the recorded time of the first event stored at or after
 // seq, and its sequence.
 func (c *checker) timeAt(ctx context.Context, stream string, seq uint64) (time.Time, uint64, error) {
-	msgs, err := c.log.GetBatch(ctx, stream, seq, 1, "")
+	msgs, err := jsinbox.GetBatch(ctx, c.log.JetStream(), stream, seq, 1, "")
 	if err != nil {
 		return time.Time{}, 0, fmt.Errorf("replay %s: read seq %d: %w", stream, seq, err)
 	}
@@ -263,7 +264,7 @@ func (c *checker) readRaw(ctx context.Context, run string, from, until uint64, f
 	stream := c.log.StreamName(c.log.Shard(run))
 	next := from
 	for next <= until {
-		msgs, err := c.log.GetBatch(ctx, stream, next, 256, c.log.RunFilter(run))
+		msgs, err := jsinbox.GetBatch(ctx, c.log.JetStream(), stream, next, 256, c.log.RunFilter(run))
 		if err != nil {
 			return fmt.Errorf("replay run %s: %w", run, err)
 		}

@@ -23,9 +23,9 @@ import (
 	"github.com/arbiter-run/arbiter/events"
 )
 
-// LedgerFile is the file in the sandbox every execution is appended to, one
+// ledgerFile is the file in the sandbox every execution is appended to, one
 // line each: "<run> <step> <tool> <args>".
-const LedgerFile = "ledger.log"
+const ledgerFile = "ledger.log"
 
 type builtin struct {
 	spec driver.Spec
@@ -48,7 +48,7 @@ func (b *builtin) Execute(ctx context.Context, raw json.RawMessage) (string, err
 }
 
 func appendLedger(dir string, call driver.Call, tool string, raw []byte) error {
-	f, err := os.OpenFile(filepath.Join(dir, LedgerFile), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	f, err := os.OpenFile(filepath.Join(dir, ledgerFile), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
 		return fmt.Errorf("ledger: %w", err)
 	}
@@ -138,7 +138,7 @@ func New(name, dir string, class events.SideEffect, timeout time.Duration) (driv
 
 // Ledger reads the sandbox's ledger: one entry per execution, "<run> <step> <tool> <args>".
 func Ledger(dir string) ([]string, error) {
-	b, err := os.ReadFile(filepath.Join(dir, LedgerFile))
+	b, err := os.ReadFile(filepath.Join(dir, ledgerFile))
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}

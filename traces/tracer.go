@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/arbiter-run/arbiter/events"
+	"github.com/arbiter-run/arbiter/internal/jsinbox"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -124,7 +125,7 @@ func (t *Tracer) Step(ctx context.Context) error {
 	}
 	for k := range t.next {
 		for {
-			msgs, err := log.GetBatch(ctx, log.StreamName(k), t.next[k], 1024, "")
+			msgs, err := jsinbox.GetBatch(ctx, log.JetStream(), log.StreamName(k), t.next[k], jsinbox.MaxBatch, "")
 			if err != nil {
 				return fmt.Errorf("traces: read %s: %w", log.StreamName(k), err)
 			}

@@ -16,6 +16,7 @@ import (
 	"github.com/arbiter-run/arbiter/driver"
 	"github.com/arbiter-run/arbiter/embedded"
 	"github.com/arbiter-run/arbiter/events"
+	"github.com/arbiter-run/arbiter/internal/decisions"
 	"github.com/arbiter-run/arbiter/policy"
 	"github.com/arbiter-run/arbiter/projector"
 	"github.com/arbiter-run/arbiter/testkit"
@@ -234,7 +235,7 @@ func (e *opsEnv) settle(t *testing.T, run string) {
 // published returns the decisions published for run, in order.
 func (e *opsEnv) published(t *testing.T, run string) []events.DecisionBody {
 	t.Helper()
-	msgs, err := e.d.Log().Decisions(t.Context(), run, 0, 100)
+	msgs, err := decisions.Read(t.Context(), e.d.Log(), run, 0, 100)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -30,6 +30,7 @@ import (
 	"github.com/arbiter-run/arbiter/embedded"
 	"github.com/arbiter-run/arbiter/events"
 	"github.com/arbiter-run/arbiter/fleet"
+	"github.com/arbiter-run/arbiter/internal/decisions"
 	"github.com/arbiter-run/arbiter/internal/natsflags"
 	"github.com/arbiter-run/arbiter/internal/setup"
 	"github.com/arbiter-run/arbiter/rules"
@@ -352,8 +353,8 @@ func attach(ctx context.Context, js jetstream.JetStream, lc events.Config, fc fl
 	if err != nil {
 		return nil, nil, hint(err)
 	}
-	if _, err := js.Stream(ctx, log.DecisionStreamName()); err != nil {
-		return nil, nil, hint(fmt.Errorf("attach log: stream %s: %w", log.DecisionStreamName(), err))
+	if _, err := js.Stream(ctx, decisions.Stream(log)); err != nil {
+		return nil, nil, hint(fmt.Errorf("attach log: stream %s: %w", decisions.Stream(log), err))
 	}
 	q, err := fleet.Attach(ctx, js, fc)
 	if err != nil {

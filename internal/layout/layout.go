@@ -1,11 +1,13 @@
 // Package layout is where Arbiter keeps its state on a NATS server: the
 // default names of its streams, buckets, consumers and subject prefixes,
-// and the rules that name a shard's stream and subjects. events, fleet,
+// the rules that name a shard's stream and subjects, and the bounds of the
+// decisions stream. events, fleet,
 // embedded, notify, rules/kvwindows, internal/setup, replay and the
 // commands take every such name from here and never spell one again, so
 // a server set up by one of them is the server the others look for.
 //
-// It holds names only: it talks to no server and imports nothing.
+// It holds names and numbers only: it talks to no server and imports
+// nothing.
 package layout
 
 import "strconv"
@@ -38,6 +40,19 @@ const (
 	// NotifyConsumer is the base name of the notifiers' consumers, one on
 	// each runs stream (see [ShardConsumer]).
 	NotifyConsumer = "arbiter_notify"
+)
+
+// The decisions stream's bounds, which its configuration sets and the
+// server enforces.
+const (
+	// MaxDecisionBytes bounds one message of the decisions stream: a
+	// signed decision is a few hundred bytes, so anything larger is
+	// refused by the server before it is stored.
+	MaxDecisionBytes = 16 << 10
+	// MaxDecisionsPerRun bounds the decisions kept for one run. Once a run
+	// holds this many, the server refuses more for it (and the publisher
+	// is told).
+	MaxDecisionsPerRun = 1024
 )
 
 // ShardStream is the name of shard k's runs stream: "<stream>_<k>".

@@ -1,0 +1,57 @@
+// Package decisions publishes operators' signed decisions on the decisions
+// stream and reads them back: the one place its subjects and bounds are
+// used. events.Open creates the stream beside the runs streams; this
+// package is what travels on it (ADR 0007).
+//
+// It is Arbiter's machinery, not its API: an application decides through
+// client.Decide (or approvals.Publish), and the driver reads what was
+// decided. It neither signs nor verifies a decision (approvals does), and
+// never writes a run's subjects.
+package decisions
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/arbiter-run/arbiter/events"
+	"github.com/arbiter-run/arbiter/internal/jsinbox"
+	"github.com/arbiter-run/arbiter/internal/layout"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Stream is the name of log's decisions stream.
+func Stream(log *events.Log) string { return log.Config().DecisionStream }
+
+// Subject is the subject an operator publishes a decision on run on:
+// "<DecisionPrefix>.<run>".
+func Subject(log *events.Log, run string) string { return log.Config().DecisionPrefix + "." + run }
+
+// Read returns the messages published for run on log's decisions stream
+// after stream sequence after, in order, at most max (1..1024), raw: the
+// reader verifies them.
+func Read(ctx context.Context, log *events.Log, run string, after uint64, max int) ([]*jetstream.RawStreamMsg, error) {
+	if err := events.ValidRunID(run); err != nil {
+		return nil, err
+	}
+	msgs, err := jsinbox.GetBatch(ctx, log.JetStream(), Stream(log), after+1, max, Subject(log, run))
+	if err != nil {
+		return nil, fmt.Errorf("read decisions of run %s: %w", run, err)
+	}
+	return msgs, nil
+}
+
+// Publish stores data, an operator's signed decision encoded as JSON, on
+// run's decision subject, and returns its stream sequence. id is the
+// message id (a retried publish of the same id is stored once). The server
+// refuses a decision over [layout.MaxDecisionBytes] and one more than
+// [layout.MaxDecisionsPerRun] for a run.
+func Publish(ctx context.Context, log *events.Log, run, id string, data []byte) (uint64, error) {
+	if err := events.ValidRunID(run); err != nil {
+		return 0, err
+	}
+	ack, err := log.JetStream().Publish(ctx, Subject(log, run), data, jetstream.WithMsgID(id), jetstream.WithExpectStream(Stream(log)))
+	if err != nil {
+		return 0, fmt.Errorf("publish decision on run %s (a run holds at most %d, of at most %d bytes each): %w", run, layout.MaxDecisionsPerRun, layout.MaxDecisionBytes, err)
+	}
+	return ack.Sequence, nil
+}

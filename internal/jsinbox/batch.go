@@ -1,0 +1,136 @@
+package jsinbox
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// MaxBatch bounds one batch direct get: the server serves at most this
+// many messages to one request.
+const MaxBatch = 1024
+
+// GetBatch reads up to batch stored messages of stream, from stream
+// sequence seq on, whose subjects match subject (any, when empty), with one
+// batch direct get on js's connection and API prefix: raw, neither decoded
+// nor checked, for a reader that checks them itself. It returns fewer when
+// the stream has no more, and never more than [MaxBatch]: read on from the
+// sequence after the last. The server reads on until it has batch messages
+// or reaches the stream's end: a reader that knows how many it wants asks
+// for that many. The stream must allow direct gets.
+func GetBatch(ctx context.Context, js jetstream.JetStream, stream string, seq uint64, batch int, subject string) ([]*jetstream.RawStreamMsg, error) {
+	b, err := For(js.Conn())
+	if err != nil {
+		return nil, err
+	}
+	return b.GetBatch(ctx, APIPrefix(js), stream, seq, batch, subject)
+}
+
+// GetBatch is [GetBatch] on the inbox's connection, with the JetStream API
+// prefix (with its trailing dot, see [APIPrefix]) given.
+func (b *Inbox) GetBatch(ctx context.Context, apiPrefix, stream string, seq uint64, batch int, subject string) ([]*jetstream.RawStreamMsg, error) {
+	if batch < 1 {
+		return nil, nil
+	}
+	batch = min(batch, MaxBatch)
+	req, err := json.Marshal(struct {
+		Seq        uint64 `json:"seq"`
+		Batch      int    `json:"batch"`
+		NextBySubj string `json:"next_by_subj,omitempty"`
+	}{seq, batch, subject})
+	if err != nil {
+		return nil, err
+	}
+	// Room for every message and the end-of-batch marker: a channel sized
+	// for the batch, no per-read subscription.
+	ch := make(chan reply, batch+1)
+	tok := b.register(waiter{ch: ch, many: true})
+	defer b.forget(tok)
+	msg := &nats.Msg{Subject: apiPrefix + "DIRECT.GET." + stream, Reply: b.base + tok, Data: req}
+	if err := b.nc.PublishMsg(msg); err != nil {
+		return nil, err
+	}
+	var expire <-chan time.Time
+	if _, ok := ctx.Deadline(); !ok {
+		t := time.NewTimer(timeout)
+		defer t.Stop()
+		expire = t.C
+	}
+	out := make([]*jetstream.RawStreamMsg, 0, batch)
+	for {
+		select {
+		case r := <-ch:
+			m := r.m
+			if len(m.Data) == 0 && m.Header.Get("Status") != "" {
+				switch status := m.Header.Get("Status"); status {
+				case "204": // end of batch
+					if _, err := strconv.ParseUint(m.Header.Get(numPendingHeader), 10, 64); err != nil {
+						return nil, fmt.Errorf("batch get from %s: end of batch without a pending count (headers %v)", stream, m.Header)
+					}
+					return out, nil
+				case "404": // nothing (more) to read
+					return out, nil
+				case "503":
+					return nil, jetstream.ErrNoStreamResponse
+				default:
+					return nil, fmt.Errorf("batch get from %s: status %s %s", stream, status, m.Header.Get("Description"))
+				}
+			}
+			raw, err := directMsg(m)
+			if err != nil {
+				return nil, fmt.Errorf("batch get from %s: %w", stream, err)
+			}
+			if len(out) == batch {
+				return nil, fmt.Errorf("batch get from %s: more than the %d messages asked for", stream, batch)
+			}
+			out = append(out, raw)
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-expire:
+			return nil, nats.ErrTimeout
+		case <-b.closed:
+			return nil, nats.ErrConnectionClosed
+		}
+	}
+}
+
+// directMsg reads a direct get reply: the stored message's data, with its
+// subject, sequence and time in headers.
+func directMsg(m *nats.Msg) (*jetstream.RawStreamMsg, error) {
+	subj := m.Header.Get(jetstream.SubjectHeader)
+	seq, err := strconv.ParseUint(m.Header.Get(jetstream.SequenceHeader), 10, 64)
+	if subj == "" || err != nil {
+		return nil, fmt.Errorf("reply without a subject or sequence (headers %v)", m.Header)
+	}
+	tm, err := time.Parse(time.RFC3339Nano, m.Header.Get(jetstream.TimeStampHeaer))
+	if err != nil {
+		return nil, fmt.Errorf("reply for sequence %d: time stamp: %w", seq, err)
+	}
+	return &jetstream.RawStreamMsg{Subject: subj, Sequence: seq, Header: m.Header, Data: m.Data, Time: tm}, nil
+}
+
+// APIPrefix is the JetStream API prefix of js, with its trailing dot:
+// "$JS.API." unless js was made with a prefix or a domain.
+func APIPrefix(js jetstream.JetStream) string {
+	o := js.Options()
+	switch {
+	case o.APIPrefix != "":
+		if strings.HasSuffix(o.APIPrefix, ".") {
+			return o.APIPrefix
+		}
+		return o.APIPrefix + "."
+	case o.Domain != "":
+		return "$JS." + o.Domain + ".API."
+	}
+	return "$JS.API."
+}
+
+// numPendingHeader is the header of a batch reply that counts the matching
+// messages after it.
+const numPendingHeader = "Nats-Num-Pending"

@@ -1,0 +1,206 @@
+package jsinbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/arbiter-run/arbiter/embedded"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// serve starts an embedded server with JetStream in a temporary directory
+// and returns a connection to it and its JetStream context.
+func serve(t *testing.T) (*nats.Conn, jetstream.JetStream) {
+	t.Helper()
+	srv, err := embedded.Start(embedded.Config{Dir: t.TempDir(), Port: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Stop)
+	nc, err := srv.Connect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return nc, js
+}
+
+func ctxT(t *testing.T) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// stream makes a stream S on "s.>" that allows direct gets.
+func stream(t *testing.T, ctx context.Context, js jetstream.JetStream) {
+	t.Helper()
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "S", Subjects: []string{"s.>"}, AllowDirect: true}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestInbox_GoesWithItsConnection: a connection's inbox is dropped when the
+// connection closes, and its waiters are told.
+func TestInbox_GoesWithItsConnection(t *testing.T) {
+	nc, js := serve(t)
+	ctx := ctxT(t)
+	stream(t, ctx, js)
+	b, err := For(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again, err := For(nc); err != nil || again != b {
+		t.Fatalf("second For: %p, %v; want the same inbox %p", again, err, b)
+	}
+	nc.Close()
+	select {
+	case <-b.closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("inbox not told of its connection's close in 10 s")
+	}
+	inboxes.Lock()
+	_, held := inboxes.m[nc]
+	inboxes.Unlock()
+	if held {
+		t.Error("a closed connection's inbox is still held")
+	}
+	if _, err := For(nc); !errors.Is(err, nats.ErrConnectionClosed) {
+		t.Errorf("inbox for a closed connection: got %v, want ErrConnectionClosed", err)
+	}
+	if _, err := b.Publish(&nats.Msg{Subject: "s.x", Data: []byte("x")}); !errors.Is(err, nats.ErrConnectionClosed) {
+		t.Errorf("publish on a closed connection: got %v, want ErrConnectionClosed", err)
+	}
+	if _, err := b.GetBatch(ctx, APIPrefix(js), "S", 1, 10, ""); !errors.Is(err, nats.ErrConnectionClosed) {
+		t.Errorf("batch get on a closed connection: got %v, want ErrConnectionClosed", err)
+	}
+}
+
+// TestAck_Wait: a publish through the inbox is acknowledged with its
+// stream sequence, a repeat of its message id is a duplicate of the same
+// sequence, and a publish no stream takes is ErrNoStreamResponse after
+// its retries.
+func TestAck_Wait(t *testing.T) {
+	nc, js := serve(t)
+	ctx := ctxT(t)
+	stream(t, ctx, js)
+	b, err := For(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []struct {
+		seq uint64
+		dup bool
+	}{{1, false}, {1, true}} {
+		a, err := b.Publish(&nats.Msg{Subject: "s.a", Data: []byte("x"), Header: nats.Header{jetstream.MsgIDHeader: {"one"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		seq, dup, err := a.Wait(ctx)
+		if err != nil || seq != want.seq || dup != want.dup {
+			t.Fatalf("publish %d: seq %d, duplicate %v, %v; want %d, %v", i, seq, dup, err, want.seq, want.dup)
+		}
+		if a.Took() <= 0 {
+			t.Errorf("publish %d: took %s, want the time to the ack", i, a.Took())
+		}
+	}
+	a, err := b.Publish(&nats.Msg{Subject: "nowhere.a", Data: []byte("x")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := a.Wait(ctx); !errors.Is(err, jetstream.ErrNoStreamResponse) {
+		t.Fatalf("publish to no stream: got %v, want ErrNoStreamResponse", err)
+	}
+}
+
+// TestGetBatch: a batch direct get returns the stored messages from a
+// sequence on, in order, those of a subject only when asked, never more
+// than asked for or than MaxBatch, and nothing past the end; a stream that
+// is not there is an error.
+func TestGetBatch(t *testing.T) {
+	_, js := serve(t)
+	ctx := ctxT(t)
+	stream(t, ctx, js)
+	const n = MaxBatch + 10
+	for i := 1; i <= n; i++ {
+		subj := "s.even"
+		if i%2 == 1 {
+			subj = "s.odd"
+		}
+		if _, err := js.Publish(ctx, subj, fmt.Appendf(nil, "%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cases := []struct {
+		name         string
+		seq          uint64
+		batch        int
+		subject      string
+		wantN        int
+		wantFirstSeq uint64
+		wantStep     uint64
+	}{
+		{"from the start", 1, 5, "", 5, 1, 1},
+		{"from the middle", 100, 3, "", 3, 100, 1},
+		{"one subject", 2, 4, "s.odd", 4, 3, 2},
+		{"past the end", n + 1, 5, "", 0, 0, 0},
+		{"near the end", n - 1, 5, "", 2, n - 1, 1},
+		{"over MaxBatch", 1, MaxBatch + 5, "", MaxBatch, 1, 1},
+		{"none asked", 1, 0, "", 0, 0, 0},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			msgs, err := GetBatch(ctx, js, "S", c.seq, c.batch, c.subject)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(msgs) != c.wantN {
+				t.Fatalf("got %d messages, want %d", len(msgs), c.wantN)
+			}
+			for i, m := range msgs {
+				want := c.wantFirstSeq + uint64(i)*c.wantStep
+				if m.Sequence != want || string(m.Data) != fmt.Sprint(want) || m.Time.IsZero() {
+					t.Fatalf("message %d: seq %d data %q time %v, want seq %d", i, m.Sequence, m.Data, m.Time, want)
+				}
+				if c.subject != "" && m.Subject != c.subject {
+					t.Fatalf("message %d on %s, want %s", i, m.Subject, c.subject)
+				}
+			}
+		})
+	}
+	if _, err := GetBatch(ctx, js, "NOPE", 1, 5, ""); err == nil {
+		t.Fatal("batch get from a stream that is not there: no error")
+	}
+}
+
+// TestAPIPrefix: the prefix the batch get's subject starts with follows the
+// JetStream context's prefix or domain.
+func TestAPIPrefix(t *testing.T) {
+	nc, _ := serve(t)
+	for _, c := range []struct {
+		name string
+		js   func() (jetstream.JetStream, error)
+		want string
+	}{
+		{"default", func() (jetstream.JetStream, error) { return jetstream.New(nc) }, "$JS.API."},
+		{"domain", func() (jetstream.JetStream, error) { return jetstream.NewWithDomain(nc, "hub") }, "$JS.hub.API."},
+		{"prefix", func() (jetstream.JetStream, error) { return jetstream.NewWithAPIPrefix(nc, "$JS.leaf.API") }, "$JS.leaf.API."},
+		{"prefix with its dot", func() (jetstream.JetStream, error) { return jetstream.NewWithAPIPrefix(nc, "$JS.leaf.API.") }, "$JS.leaf.API."},
+	} {
+		js, err := c.js()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := APIPrefix(js); got != c.want {
+			t.Errorf("%s: got %q, want %q", c.name, got, c.want)
+		}
+	}
+}
