@@ -283,7 +283,11 @@ func (n *Notifier) deliver(ctx context.Context, m jetstream.Msg, ep Endpoint, no
 	wait := n.cfg.Backoff
 	var last error
 	for attempt := 1; attempt <= n.cfg.Attempts; attempt++ {
-		if last = post(ctx, n.cfg.Client, ep, notice, data, time.Now()); last == nil || errors.Is(last, ErrRefused) {
+		// A post under way is finished (within the client's timeout) even
+		// when the notifier is stopping: cut short, the endpoint may have
+		// taken the notice with nobody left to acknowledge it, and it
+		// would be sent again.
+		if last = post(context.WithoutCancel(ctx), n.cfg.Client, ep, notice, data, time.Now()); last == nil || errors.Is(last, ErrRefused) {
 			break
 		}
 		if attempt == n.cfg.Attempts {

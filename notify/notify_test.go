@@ -355,7 +355,7 @@ func TestNotifier_BudgetApprovalsToo(t *testing.T) {
 	rcv.mu.Lock()
 	defer rcv.mu.Unlock()
 	n := rcv.got[budget][0]
-	if n.Run != "run-budget" || n.Kind != events.BudgetApproval || n.Reason != notify.Neutral("model budget: output tokens") || n.Hash == "" || n.Tool != "" {
+	if n.Run != "run-budget" || n.Kind != events.BudgetApproval || n.Reason != "model budget:\u200b output tokens" || n.Hash == "" || n.Tool != "" {
 		t.Errorf("budget notice %+v", n)
 	}
 	if got := rcv.got[step][0]; got.Kind == events.BudgetApproval || got.Tool != "send" {
