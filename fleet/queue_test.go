@@ -21,7 +21,7 @@ func TestQueue_NudgesAreDeduplicated(t *testing.T) {
 	js := testkit.JetStream(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	q, err := fleet.Setup(ctx, js.JS, fleet.Config{})
+	q, _, err := fleet.Setup(ctx, js.JS, fleet.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +44,7 @@ func TestQueue_NudgesAreDeduplicated(t *testing.T) {
 	if info.State.Msgs != 2 {
 		t.Errorf("work stream holds %d nudges, want 2 (one per run)", info.State.Msgs)
 	}
-	if _, err := fleet.Setup(ctx, js.JS, fleet.Config{}); err != nil {
+	if _, _, err := fleet.Setup(ctx, js.JS, fleet.Config{}); err != nil {
 		t.Errorf("second Setup: %v, want it idempotent", err)
 	}
 	if err := (fleet.Config{AckWait: time.Millisecond}).Validate(); err == nil {
@@ -70,10 +70,10 @@ func TestQueue_SnapshotIsOnlyACache(t *testing.T) {
 	if err := d.Drive(ctx, r, agent); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.q.Save(ctx, r); err != nil {
+	if err := e.s.Save(ctx, r); err != nil {
 		t.Fatal(err)
 	}
-	got, fromSnap, err := e.q.Load(ctx, d, "snap")
+	got, fromSnap, err := e.s.Load(ctx, d, "snap")
 	if err != nil || !fromSnap {
 		t.Fatalf("load with a good snapshot: from snapshot %v, %v", fromSnap, err)
 	}
@@ -81,7 +81,7 @@ func TestQueue_SnapshotIsOnlyACache(t *testing.T) {
 		t.Errorf("view from the snapshot differs from the driver's:\n got %+v\nwant %+v", got.View(), r.View())
 	}
 
-	kv, err := e.js.JS.KeyValue(ctx, e.q.Config().Bucket)
+	kv, err := e.js.JS.KeyValue(ctx, e.q.Config().SnapshotBucket)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +98,7 @@ func TestQueue_SnapshotIsOnlyACache(t *testing.T) {
 	if _, err := kv.Put(ctx, "snap", bad); err != nil {
 		t.Fatal(err)
 	}
-	got, fromSnap, err = e.q.Load(ctx, d, "snap")
+	got, fromSnap, err = e.s.Load(ctx, d, "snap")
 	if err != nil || fromSnap {
 		t.Fatalf("load with a snapshot that does not chain: from snapshot %v, %v; want the events folded", fromSnap, err)
 	}
