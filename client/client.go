@@ -94,7 +94,8 @@ func Attach(ctx context.Context, js jetstream.JetStream, cfg Config) (*Client, e
 // work queue and its buckets (idempotent), and returns a client of them:
 // for a program that runs its own fleet in one process, with a NATS user
 // allowed to set the server up. [fleet.Worker]s need the queue:
-// [Client.Queue].
+// [Client.Queue]; a worker that keeps snapshots of its views takes
+// [fleet.NewSnapshots] over the bucket this creates.
 func Setup(ctx context.Context, js jetstream.JetStream, cfg Config) (*Client, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -103,7 +104,7 @@ func Setup(ctx context.Context, js jetstream.JetStream, cfg Config) (*Client, er
 	if err != nil {
 		return nil, fmt.Errorf("set up client: %w", err)
 	}
-	q, err := fleet.Setup(ctx, js, cfg.Fleet)
+	q, _, err := fleet.Setup(ctx, js, cfg.Fleet)
 	if err != nil {
 		return nil, fmt.Errorf("set up client: %w", err)
 	}

@@ -77,7 +77,8 @@ type Config struct {
 	// event's kind, body, how long the append took and its error (metrics).
 	OnAppend func(kind events.Kind, body any, took time.Duration, err error)
 	// BeforeAppend, when set, is called just before every append with the
-	// event's kind and body (fault injection in the crash tests).
+	// event's kind and body (fault injection: the crash tests' worker,
+	// built with the arbiter_faults tag, stops itself here).
 	BeforeAppend func(kind events.Kind, body any)
 }
 
@@ -435,18 +436,6 @@ func (d *Driver) Policy() policy.Policy { return d.policy }
 
 // PolicyID returns the id of the driver's policy ("" for none).
 func (d *Driver) PolicyID() string { return d.policyID }
-
-// SetHooks sets the append hooks (see Config.OnAppend and
-// Config.BeforeAppend); a nil argument leaves that hook as it is. Call it
-// before the driver is used.
-func (d *Driver) SetHooks(before func(events.Kind, any), after func(events.Kind, any, time.Duration, error)) {
-	if before != nil {
-		d.cfg.BeforeAppend = before
-	}
-	if after != nil {
-		d.cfg.OnAppend = after
-	}
-}
 
 // NeedsAgent reports whether driving r now would ask the agent for a
 // decision: a worker without r's agent can still settle its approvals and

@@ -102,7 +102,7 @@ func TestPermissions_OperatorHasNoConsumerAPI(t *testing.T) {
 			}
 			before := e.state(t)
 			wcfg := e.q.Config()
-			streams := []string{wcfg.WorkStream, decisions.Stream(e.log), "KV_" + wcfg.Bucket, "KV_" + wcfg.AgentsBucket}
+			streams := []string{wcfg.WorkStream, decisions.Stream(e.log), "KV_" + wcfg.SnapshotBucket, "KV_" + wcfg.AgentsBucket}
 			for k := 0; k < shards; k++ {
 				streams = append(streams, e.log.StreamName(k))
 			}

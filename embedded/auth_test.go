@@ -128,6 +128,7 @@ type authEnv struct {
 	admin    *client
 	log      *events.Log // the worker's
 	q        *fleet.Queue
+	snaps    *fleet.Snapshots
 	d        *driver.Driver
 	send     *testkit.Ledger
 	opKey    nkeys.KeyPair
@@ -154,13 +155,13 @@ func newAuthEnv(t *testing.T, cfg events.Config) *authEnv {
 	if _, err := events.Open(ctx, e.admin.js, cfg); err != nil {
 		t.Fatalf("open log as admin: %v", err)
 	}
-	if _, err := fleet.Setup(ctx, e.admin.js, fleet.Config{}); err != nil {
+	if _, _, err := fleet.Setup(ctx, e.admin.js, fleet.Config{}); err != nil {
 		t.Fatalf("set up fleet as admin: %v", err)
 	}
 	if e.log, err = events.Attach(ctx, e.worker.js, cfg); err != nil {
 		t.Fatalf("attach log as worker: %v", err)
 	}
-	if e.q, err = fleet.Attach(ctx, e.worker.js, fleet.Config{}); err != nil {
+	if e.q, e.snaps, err = fleet.Attach(ctx, e.worker.js, fleet.Config{}); err != nil {
 		t.Fatalf("attach fleet as worker: %v", err)
 	}
 	e.opKey, err = nkeys.CreateUser()

@@ -29,7 +29,7 @@ func TestPermissions_WorkerCannotManage(t *testing.T) {
 			before := e.state(t)
 			wcfg := e.q.Config()
 			api := "$JS.API.CONSUMER."
-			streams := []string{wcfg.WorkStream, decisions.Stream(e.log), "KV_" + wcfg.Bucket, "KV_" + wcfg.AgentsBucket}
+			streams := []string{wcfg.WorkStream, decisions.Stream(e.log), "KV_" + wcfg.SnapshotBucket, "KV_" + wcfg.AgentsBucket}
 			for k := 0; k < shards; k++ {
 				streams = append(streams, e.log.StreamName(k))
 			}
@@ -51,7 +51,7 @@ func TestPermissions_WorkerCannotManage(t *testing.T) {
 				return js.DeleteConsumer(ctx, wcfg.WorkStream, wcfg.Consumer)
 			})
 			e.worker.refused(t, "set the fleet up", func(ctx context.Context, js jetstream.JetStream) error {
-				_, err := fleet.Setup(ctx, js, fleet.Config{})
+				_, _, err := fleet.Setup(ctx, js, fleet.Config{})
 				return err
 			})
 			e.worker.refused(t, "open (create) the log", func(ctx context.Context, js jetstream.JetStream) error {
@@ -127,7 +127,7 @@ func TestPermissions_WorkerRunsTheFleet(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			w, err := fleet.NewWorker(fleet.WorkerConfig{Driver: d, Queue: e.q, Agents: map[string]driver.Agent{"": e.agent()}})
+			w, err := fleet.NewWorker(fleet.WorkerConfig{Driver: d, Queue: e.q, Snapshots: e.snaps, Agents: map[string]driver.Agent{"": e.agent()}})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -118,7 +118,7 @@ func TestServerConf_ShardedLayout(t *testing.T) {
 	if _, err := events.Open(ctx, admin.js, cfg); err != nil {
 		t.Fatalf("set up as admin: %v", err)
 	}
-	if _, err := fleet.Setup(ctx, admin.js, fleet.Config{}); err != nil {
+	if _, _, err := fleet.Setup(ctx, admin.js, fleet.Config{}); err != nil {
 		t.Fatalf("set up as admin: %v", err)
 	}
 	worker, operator := connect(t, srv, "worker", confCreds.Worker), connect(t, srv, "operator", confCreds.Operator)

@@ -59,7 +59,7 @@ func TestCluster_StreamLeaderLossLosesNothing(t *testing.T) {
 		if log, err = events.Open(ctx, ackJS{setup.JS, acks}, ecfg); err != nil {
 			return err
 		}
-		q, err = fleet.Setup(ctx, setup.JS, fcfg)
+		q, _, err = fleet.Setup(ctx, setup.JS, fcfg)
 		return err
 	}); err != nil {
 		t.Fatal(err)
@@ -104,7 +104,7 @@ func TestCluster_StreamLeaderLossLosesNothing(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		w, err := fleet.NewWorker(fleet.WorkerConfig{Driver: d, Queue: fleet.NewQueue(conn.JS, fcfg), Agents: map[string]driver.Agent{"cluster": agent}, Concurrency: 20,
+		w, err := fleet.NewWorker(fleet.WorkerConfig{Driver: d, Queue: fleet.NewQueue(conn.JS, fcfg), Snapshots: fleet.NewSnapshots(conn.JS, fcfg), Agents: map[string]driver.Agent{"cluster": agent}, Concurrency: 20,
 			Logger: slog.New(slog.NewTextHandler(logs, nil)).With("worker", i)})
 		if err != nil {
 			t.Fatal(err)

@@ -44,13 +44,8 @@ var (
 	crashParallel = flag.Int("crash.parallel", 10, "crash rounds run at once, each with its own server and workers")
 )
 
-// binDir holds the worker binary, built once per test binary.
-var (
-	binDir    string
-	buildOnce sync.Once
-	workerBin string
-	buildErr  error
-)
+// binDir holds the worker binaries, each built once per test binary.
+var binDir string
 
 func TestMain(m *testing.M) {
 	flag.Parse()
@@ -65,27 +60,60 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// workerBinary builds cmd/worker the first time a test asks for it.
-func workerBinary(t *testing.T) string {
+// faultsTag is the build tag that compiles fault injection into the worker
+// (cmd/worker/fault.go: ARBITER_CRASH_BEFORE). The shipped build has none.
+const faultsTag = "arbiter_faults"
+
+// workerBinary builds cmd/worker with fault injection the first time a test
+// asks for it: the crash tests' worker. Without ARBITER_CRASH_BEFORE it
+// works as the shipped one.
+func workerBinary(t *testing.T) string { return buildWorker(t, faultsTag) }
+
+// shippedWorkerBinary builds cmd/worker as it ships, with no build tags.
+func shippedWorkerBinary(t *testing.T) string { return buildWorker(t, "") }
+
+// workerBuild is one build of cmd/worker, made once per test binary.
+type workerBuild struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+var (
+	buildsMu sync.Mutex
+	builds   = map[string]*workerBuild{} // by build tags
+)
+
+func buildWorker(t *testing.T, tags string) string {
 	t.Helper()
-	buildOnce.Do(func() {
+	buildsMu.Lock()
+	b := builds[tags]
+	if b == nil {
+		b = &workerBuild{}
+		builds[tags] = b
+	}
+	buildsMu.Unlock()
+	b.once.Do(func() {
 		goTool, err := exec.LookPath("go")
 		if err != nil {
-			buildErr = fmt.Errorf("find the go command: %w", err)
+			b.err = fmt.Errorf("find the go command: %w", err)
 			return
 		}
 		out := filepath.Join(binDir, "worker")
-		cmd := exec.Command(goTool, "build", "-o", out, "github.com/arbiter-run/arbiter/cmd/worker")
-		if b, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("build cmd/worker: %v\n%s", err, b)
+		if tags != "" {
+			out += "-" + tags
+		}
+		cmd := exec.Command(goTool, "build", "-tags", tags, "-o", out, "github.com/arbiter-run/arbiter/cmd/worker")
+		if o, err := cmd.CombinedOutput(); err != nil {
+			b.err = fmt.Errorf("build cmd/worker (tags %q): %v\n%s", tags, err, o)
 			return
 		}
-		workerBin = out
+		b.path = out
 	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
+	if b.err != nil {
+		t.Fatal(b.err)
 	}
-	return workerBin
+	return b.path
 }
 
 // rounds is how many times each crash scenario is repeated.
@@ -220,7 +248,7 @@ func (e *procEnv) setup(ctx context.Context, sleepClass events.SideEffect) error
 	if e.log, err = events.Open(ctx, js, events.Config{}); err != nil {
 		return err
 	}
-	if e.q, err = fleet.Setup(ctx, js, fleet.Config{AckWait: time.Second}); err != nil {
+	if e.q, _, err = fleet.Setup(ctx, js, fleet.Config{AckWait: time.Second}); err != nil {
 		return err
 	}
 	if err := os.MkdirAll(e.sandbox, 0o755); err != nil {

@@ -26,7 +26,7 @@ func TestWorker_NudgeForRunNotYetReadableIsKept(t *testing.T) {
 	defer cancel()
 	js := testkit.JetStream(t)
 	log := js.Log(t, events.Config{})
-	q, err := fleet.Setup(ctx, js.JS, fleet.Config{})
+	q, snaps, err := fleet.Setup(ctx, js.JS, fleet.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,7 +35,7 @@ func TestWorker_NudgeForRunNotYetReadableIsKept(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := fleet.NewWorker(fleet.WorkerConfig{Driver: d, Queue: q, Agents: map[string]driver.Agent{"lag": testkit.NewScript(testkit.Call("done", `{}`))}})
+	w, err := fleet.NewWorker(fleet.WorkerConfig{Driver: d, Queue: q, Snapshots: snaps, Agents: map[string]driver.Agent{"lag": testkit.NewScript(testkit.Call("done", `{}`))}})
 	if err != nil {
 		t.Fatal(err)
 	}

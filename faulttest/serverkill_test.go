@@ -173,7 +173,7 @@ func joinEmbedded(t *testing.T, ctx context.Context, p *proc, addr, sandbox stri
 	if err != nil {
 		t.Fatal(err)
 	}
-	q, err := fleet.Attach(ctx, js, fleet.Config{})
+	q, _, err := fleet.Attach(ctx, js, fleet.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -57,8 +57,8 @@ func newApprovalFleet(t *testing.T, ttl time.Duration) *approvalFleet {
 }
 
 // member connects one more member of the fleet: its own connection, log,
-// queue and driver.
-func (f *approvalFleet) member(t *testing.T) (*driver.Driver, *fleet.Queue) {
+// queue, snapshots and driver.
+func (f *approvalFleet) member(t *testing.T) (*driver.Driver, *fleet.Queue, *fleet.Snapshots) {
 	t.Helper()
 	nc, err := f.js.Server.Connect()
 	if err != nil {
@@ -68,7 +68,7 @@ func (f *approvalFleet) member(t *testing.T) (*driver.Driver, *fleet.Queue) {
 	log := member.Log(t, events.Config{})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	q, err := fleet.Setup(ctx, member.JS, fleet.Config{})
+	q, s, err := fleet.Setup(ctx, member.JS, fleet.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +78,7 @@ func (f *approvalFleet) member(t *testing.T) (*driver.Driver, *fleet.Queue) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return d, q
+	return d, q, s
 }
 
 // workers starts n workers, each a member of its own, until the test ends.
@@ -87,8 +87,8 @@ func (f *approvalFleet) workers(t *testing.T, n int) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	for i := 0; i < n; i++ {
-		d, q := f.member(t)
-		w, err := fleet.NewWorker(fleet.WorkerConfig{Driver: d, Queue: q, Agents: map[string]driver.Agent{"": f.agent}, Concurrency: 4})
+		d, q, s := f.member(t)
+		w, err := fleet.NewWorker(fleet.WorkerConfig{Driver: d, Queue: q, Snapshots: s, Agents: map[string]driver.Agent{"": f.agent}, Concurrency: 4})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -158,7 +158,7 @@ func consumers(t *testing.T, log *events.Log, run string) []events.PolicyBody {
 func TestFleet_SixteenWorkersExecuteGrantOnce(t *testing.T) {
 	f := newApprovalFleet(t, 0)
 	f.workers(t, 16)
-	d, q := f.member(t)
+	d, q, _ := f.member(t)
 	const run = "run-granted-once"
 	if err := q.Start(t.Context(), d, run, "script", nil); err != nil {
 		t.Fatal(err)
@@ -210,7 +210,7 @@ func TestFleet_SixteenWorkersExecuteGrantOnce(t *testing.T) {
 // fence lets exactly one consume the grant.
 func TestFleet_SixteenConcurrentResumesExecuteOnce(t *testing.T) {
 	f := newApprovalFleet(t, 0)
-	d, _ := f.member(t)
+	d, _, _ := f.member(t)
 	const run = "run-raced"
 	r, err := d.Create(t.Context(), run, "script", nil)
 	if err != nil {
@@ -248,7 +248,7 @@ func TestFleet_SixteenConcurrentResumesExecuteOnce(t *testing.T) {
 	runs := make([]*driver.Run, n)
 	drivers := make([]*driver.Driver, n)
 	for i := range runs {
-		drivers[i], _ = f.member(t)
+		drivers[i], _, _ = f.member(t)
 		if runs[i], err = drivers[i].Load(t.Context(), run); err != nil {
 			t.Fatal(err)
 		}
@@ -299,7 +299,7 @@ func TestFleet_SixteenConcurrentResumesExecuteOnce(t *testing.T) {
 	}
 
 	// A latecomer finds the grant consumed and the run ended: nothing runs.
-	late, _ := f.member(t)
+	late, _, _ := f.member(t)
 	lr, err := late.Load(t.Context(), run)
 	if err != nil {
 		t.Fatal(err)
@@ -319,7 +319,7 @@ func TestFleet_ApprovalExpiresWithNobodyLooking(t *testing.T) {
 	const ttl = 300 * time.Millisecond
 	f := newApprovalFleet(t, ttl)
 	f.workers(t, 3)
-	d, q := f.member(t)
+	d, q, _ := f.member(t)
 	const run = "run-expires"
 	if err := q.Start(t.Context(), d, run, "script", nil); err != nil {
 		t.Fatal(err)

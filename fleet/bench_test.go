@@ -253,16 +253,17 @@ type benchFleet struct {
 	js  *testkit.JS
 	log *events.Log
 	q   *fleet.Queue
+	s   *fleet.Snapshots
 }
 
 func newBenchFleet(b *testing.B, ctx context.Context) *benchFleet {
 	b.Helper()
 	js := testkit.JetStream(b)
-	q, err := fleet.Setup(ctx, js.JS, fleet.Config{})
+	q, s, err := fleet.Setup(ctx, js.JS, fleet.Config{})
 	if err != nil {
 		b.Fatal(err)
 	}
-	return &benchFleet{js: js, log: js.Log(b, events.Config{}), q: q}
+	return &benchFleet{js: js, log: js.Log(b, events.Config{}), q: q, s: s}
 }
 
 // createRuns creates n runs and nudges each, before anything is timed.
@@ -298,7 +299,7 @@ func (f *benchFleet) runWorkers(b *testing.B, d *driver.Driver, agent driver.Age
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	for range n {
-		w, err := fleet.NewWorker(fleet.WorkerConfig{Driver: d, Queue: f.q, Agents: map[string]driver.Agent{"bench": agent}, Concurrency: concurrency, CacheSize: 2 * concurrency})
+		w, err := fleet.NewWorker(fleet.WorkerConfig{Driver: d, Queue: f.q, Snapshots: f.s, Agents: map[string]driver.Agent{"bench": agent}, Concurrency: concurrency, CacheSize: 2 * concurrency})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -427,7 +428,7 @@ func benchEvents() int {
 // a stream where it is alone, and from a stream of N events (default 1M)
 // written round-robin across N/100 runs, so each run spans the whole stream.
 // It loads with driver.Load (every event: the tail, then a batch get of
-// exactly the run's events) and with fleet.Queue.Load from a snapshot (the
+// exactly the run's events) and with fleet.Snapshots.Load from a snapshot (the
 // KV entry, the tail, and the events after the snapshot: none, or one
 // appended after it). Goal: interleaved within 2x of alone, with snapshots.
 func BenchmarkLoad_InterleavedVsAlone(b *testing.B) {
@@ -436,7 +437,7 @@ func BenchmarkLoad_InterleavedVsAlone(b *testing.B) {
 	nruns := total / perRun
 	ctx := benchCtx(b)
 	env := testkit.JetStream(b)
-	q, err := fleet.Setup(ctx, env.JS, fleet.Config{WorkStream: "BENCH_WORK", WorkPrefix: "bench.work", Consumer: "bench", Bucket: "BENCH_VIEWS"})
+	_, snaps, err := fleet.Setup(ctx, env.JS, fleet.Config{WorkStream: "BENCH_WORK", WorkPrefix: "bench.work", Consumer: "bench", SnapshotBucket: "BENCH_VIEWS"})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -470,7 +471,7 @@ func BenchmarkLoad_InterleavedVsAlone(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			if err := q.Save(ctx, r); err != nil {
+			if err := snaps.Save(ctx, r); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -489,7 +490,7 @@ func BenchmarkLoad_InterleavedVsAlone(b *testing.B) {
 			var err error
 			if snap {
 				var from bool
-				r, from, err = q.Load(ctx, d, id)
+				r, from, err = snaps.Load(ctx, d, id)
 				if err == nil && !from {
 					b.Fatalf("load %s: not from its snapshot", id)
 				}

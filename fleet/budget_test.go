@@ -42,7 +42,7 @@ func TestFleet_BudgetGrantWaitsForAWorkerWithTheAgent(t *testing.T) {
 			t.Fatal(err)
 		}
 		member := testkit.OnConn(t, f.js.Server, nc)
-		q, err := fleet.Attach(t.Context(), member.JS, fleet.Config{})
+		q, s, err := fleet.Attach(t.Context(), member.JS, fleet.Config{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -52,7 +52,7 @@ func TestFleet_BudgetGrantWaitsForAWorkerWithTheAgent(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		w, err := fleet.NewWorker(fleet.WorkerConfig{Driver: d, Queue: q, Agents: agents})
+		w, err := fleet.NewWorker(fleet.WorkerConfig{Driver: d, Queue: q, Snapshots: s, Agents: agents})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -62,7 +62,7 @@ func TestFleet_BudgetGrantWaitsForAWorkerWithTheAgent(t *testing.T) {
 	}
 	withAgent := map[string]driver.Agent{"m": agent}
 	without := map[string]driver.Agent{"demo": scripted.Agent{Decisions: []driver.Action{scripted.Call("done", `{}`)}}}
-	d, q := f.member(t)
+	d, q, _ := f.member(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	stopped := worker(ctx, withAgent)
 	if err := q.Start(t.Context(), d, "run-b", "m", []byte(`"finish"`)); err != nil {

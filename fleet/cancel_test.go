@@ -81,7 +81,7 @@ func TestWorker_DefaultConcurrencyIs16(t *testing.T) {
 	}
 	done := testkit.NewLedger("done", events.ReadOnly, testkit.AnyObject).Terminal()
 	d := e.driver(t, hold, done)
-	w, err := fleet.NewWorker(fleet.WorkerConfig{Driver: d, Queue: e.q, Agents: map[string]driver.Agent{"s": scripted.Agent{Decisions: []driver.Action{scripted.Call("hold", `{}`), scripted.Call("done", `{}`)}}}})
+	w, err := fleet.NewWorker(fleet.WorkerConfig{Driver: d, Queue: e.q, Snapshots: e.s, Agents: map[string]driver.Agent{"s": scripted.Agent{Decisions: []driver.Action{scripted.Call("hold", `{}`), scripted.Call("done", `{}`)}}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -43,8 +43,8 @@ var ledgerScript = scripted.Agent{Decisions: []driver.Action{scripted.Call("ledg
 // test ends, and waits until the registry shows every agent offered.
 func startWorker(t *testing.T, f *approvalFleet, agents map[string]driver.Agent, defaults map[string]fleet.RunDefaults) {
 	t.Helper()
-	d, q := f.member(t)
-	w, err := fleet.NewWorker(fleet.WorkerConfig{Driver: d, Queue: q, Agents: agents, Defaults: defaults})
+	d, q, s := f.member(t)
+	w, err := fleet.NewWorker(fleet.WorkerConfig{Driver: d, Queue: q, Snapshots: s, Agents: agents, Defaults: defaults})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +104,7 @@ func TestFleet_AgentDefaultActorDecidesTheRule(t *testing.T) {
 	sup := &events.Actor{ID: "support-desk", Roles: []string{"support"}, Attributes: map[string]string{"tier": "1"}}
 	startWorker(t, f, map[string]driver.Agent{"finance-bot": ledgerScript, "support-bot": ledgerScript},
 		map[string]fleet.RunDefaults{"finance-bot": {Actor: fin, Surface: "api"}, "support-bot": {Actor: sup}})
-	d, q := f.member(t)
+	d, q, _ := f.member(t)
 	ctx := t.Context()
 	for _, c := range []struct {
 		run, agent  string
@@ -145,7 +145,7 @@ func TestFleet_DisagreeingDefaultsAreRefused(t *testing.T) {
 	f := actorFleet(t)
 	startWorker(t, f, map[string]driver.Agent{"bot": ledgerScript}, map[string]fleet.RunDefaults{"bot": {Actor: &events.Actor{ID: "a", Roles: []string{"finance"}}, Surface: "api"}})
 	startWorker(t, f, map[string]driver.Agent{"bot": ledgerScript}, map[string]fleet.RunDefaults{"bot": {Actor: &events.Actor{ID: "b"}, Surface: "api"}})
-	d, q := f.member(t)
+	d, q, _ := f.member(t)
 	_, _, err := q.StartAs(t.Context(), d, "run-which", "bot", nil, nil, "")
 	var de *fleet.DefaultsError
 	if !errors.Is(err, fleet.ErrDefaultsDisagree) || !errors.As(err, &de) || de.Field != "actor" || len(de.Values) != 2 {
@@ -167,7 +167,7 @@ func TestFleet_DefaultAgentDefaults(t *testing.T) {
 	f := actorFleet(t)
 	startWorker(t, f, map[string]driver.Agent{"": ledgerScript, "plain": ledgerScript},
 		map[string]fleet.RunDefaults{"": {Actor: &events.Actor{ID: "any", Roles: []string{"finance"}}}})
-	d, q := f.member(t)
+	d, q, _ := f.member(t)
 	actor, _, err := q.StartAs(t.Context(), d, "run-any", "whatever", nil, nil, "")
 	if err != nil || actor == nil || actor.ID != "any" {
 		t.Fatalf("start of an agent only the default drives = %+v %v, want the default agent's actor", actor, err)
@@ -189,7 +189,7 @@ func TestFleet_DefaultAgentDefaults(t *testing.T) {
 // naming the agent.
 func TestWorker_RunDefaultsRefusals(t *testing.T) {
 	f := actorFleet(t)
-	d, q := f.member(t)
+	d, q, _ := f.member(t)
 	for _, c := range []struct {
 		name     string
 		defaults map[string]fleet.RunDefaults

@@ -69,7 +69,7 @@ func benchDurability(b *testing.B, shards, level int) {
 	default:
 		js = testkit.JetStreamWith(b, embedded.Config{SyncAlways: level == levelMachine})
 	}
-	q, err := fleet.Setup(ctx, js.JS, fleet.Config{Replicas: replicas})
+	q, snaps, err := fleet.Setup(ctx, js.JS, fleet.Config{Replicas: replicas})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -162,7 +162,7 @@ func benchDurability(b *testing.B, shards, level int) {
 	})
 	tmpl20 := benchTemplate(b, ctx, d10, runSteps)
 	finished.Store(0)
-	f := &benchFleet{js: js, log: log, q: q}
+	f := &benchFleet{js: js, log: log, q: q, s: snaps}
 	f.createRuns(b, ctx, d10, "durable", runs)
 	f0, start := fsynced(), time.Now()
 	stop := f.runWorkers(b, d10, testkit.Counter{Tool: "work", Steps: runSteps}, 1, runs)

@@ -15,14 +15,14 @@ import (
 // one with a default agent that would drive any other run.
 func TestFleet_WorkersLeaveGateRunsAlone(t *testing.T) {
 	f := newApprovalFleet(t, 0)
-	d, q := f.member(t)
+	d, q, _ := f.member(t)
 	r, err := d.Create(t.Context(), "run-gate", fleet.GateAgentPrefix+"ana", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	before := r.Tail()
-	wd, wq := f.member(t)
-	w, err := fleet.NewWorker(fleet.WorkerConfig{Driver: wd, Queue: wq, Agents: map[string]driver.Agent{
+	wd, wq, ws := f.member(t)
+	w, err := fleet.NewWorker(fleet.WorkerConfig{Driver: wd, Queue: wq, Snapshots: ws, Agents: map[string]driver.Agent{
 		"": scripted.Agent{Decisions: []driver.Action{scripted.Call("done", `{}`)}},
 	}})
 	if err != nil {

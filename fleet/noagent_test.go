@@ -20,9 +20,9 @@ import (
 // with reason no_agent and the agents that are offered (issue 10, item 8).
 func TestFleet_RunWithAnAgentNobodyOffersFailsVisibly(t *testing.T) {
 	f := newApprovalFleet(t, 0)
-	d, q := f.member(t)
-	wd, wq := f.member(t)
-	w, err := fleet.NewWorker(fleet.WorkerConfig{Driver: wd, Queue: wq, Agents: map[string]driver.Agent{
+	d, q, _ := f.member(t)
+	wd, wq, ws := f.member(t)
+	w, err := fleet.NewWorker(fleet.WorkerConfig{Driver: wd, Queue: wq, Snapshots: ws, Agents: map[string]driver.Agent{
 		"demo": scripted.Agent{Decisions: []driver.Action{scripted.Call("done", `{}`)}},
 	}})
 	if err != nil {

@@ -40,14 +40,14 @@ func TestFleet_PanickingPolicyFailsItsRunAndNoWorker(t *testing.T) {
 	boomTool := testkit.NewLedger("boom", events.RemoteMutation, sendSchema)
 	f.cfg.Policy = bomb{}
 	f.cfg.Tools = append(f.cfg.Tools, boomTool)
-	d, q := f.member(t)
+	d, q, _ := f.member(t)
 
 	// Three workers, each counting the runs it asks its agent about.
 	var drove [3]atomic.Int64
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	for i := range drove {
-		wd, wq := f.member(t)
+		wd, wq, ws := f.member(t)
 		agent := driver.AgentFunc(func(ctx context.Context, in driver.StepInput) (driver.Action, error) {
 			drove[i].Add(1)
 			if in.Run.Agent == "bomb" {
@@ -55,7 +55,7 @@ func TestFleet_PanickingPolicyFailsItsRunAndNoWorker(t *testing.T) {
 			}
 			return scripted.Call("done", `{}`), nil
 		})
-		w, err := fleet.NewWorker(fleet.WorkerConfig{Driver: wd, Queue: wq, Agents: map[string]driver.Agent{"": agent}, Concurrency: 1})
+		w, err := fleet.NewWorker(fleet.WorkerConfig{Driver: wd, Queue: wq, Snapshots: ws, Agents: map[string]driver.Agent{"": agent}, Concurrency: 1})
 		if err != nil {
 			t.Fatal(err)
 		}

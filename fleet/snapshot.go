@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/arbiter-run/arbiter/driver"
 	"github.com/arbiter-run/arbiter/events"
@@ -13,32 +14,58 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// snapshot is a folded view and the tail it covers. It is a cache: loading
-// reads the events after its tail and checks they chain onto it, and any
-// snapshot that does not fit is dropped and the run folded from its events.
+// Snapshots is the store of folded views a fleet keeps beside the log: a KV
+// bucket (Config.SnapshotBucket) with one key per run, holding the run's
+// view and the tail it covers. It is a cache, never the truth (ADR 0007):
+// [Snapshots.Load] reads the events after a snapshot's tail and checks they
+// chain onto it, and a snapshot that does not fit is dropped and the run
+// folded from its events. It is safe for concurrent use.
+type Snapshots struct {
+	js     jetstream.JetStream
+	bucket string
+
+	mu sync.Mutex
+	kv jetstream.KeyValue // the bucket, once looked up
+}
+
+// NewSnapshots returns the snapshot store in the bucket cfg names, without
+// I/O: the bucket is looked up on first use. [Setup] and [Attach] return one
+// too, with the bucket created or checked.
+func NewSnapshots(js jetstream.JetStream, cfg Config) *Snapshots {
+	return &Snapshots{js: js, bucket: cfg.withDefaults().SnapshotBucket}
+}
+
+func snapshotBucketConfig(cfg Config) jetstream.KeyValueConfig {
+	return jetstream.KeyValueConfig{
+		Bucket: cfg.SnapshotBucket, History: 1, Storage: cfg.Storage, Replicas: cfg.Replicas,
+		Description: "Arbiter view snapshots: a cache, never the truth",
+	}
+}
+
+// snapshot is a folded view and the tail it covers: the bytes of one entry.
 type snapshot struct {
 	Tail events.Tail    `json:"tail"`
 	View projector.View `json:"view"`
 }
 
-// kv returns the snapshot bucket, looked up once.
-func (q *Queue) kv(ctx context.Context) (jetstream.KeyValue, error) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if q.bucket != nil {
-		return q.bucket, nil
+// store returns the bucket, looked up once.
+func (s *Snapshots) store(ctx context.Context) (jetstream.KeyValue, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.kv != nil {
+		return s.kv, nil
 	}
-	kv, err := q.js.KeyValue(ctx, q.cfg.Bucket)
+	kv, err := s.js.KeyValue(ctx, s.bucket)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("snapshot bucket %s: %w", s.bucket, err)
 	}
-	q.bucket = kv
+	s.kv = kv
 	return kv, nil
 }
 
-// Save stores r's view as its snapshot.
-func (q *Queue) Save(ctx context.Context, r *driver.Run) error {
-	kv, err := q.kv(ctx)
+// Save stores r's view as its snapshot, replacing the one before.
+func (s *Snapshots) Save(ctx context.Context, r *driver.Run) error {
+	kv, err := s.store(ctx)
 	if err != nil {
 		return fmt.Errorf("save snapshot of %s: %w", r.ID(), err)
 	}
@@ -56,14 +83,16 @@ func (q *Queue) Save(ctx context.Context, r *driver.Run) error {
 	return nil
 }
 
-// Load loads run: from its snapshot plus the events after it when there is a
-// usable one, from its events alone otherwise. fromSnapshot says which.
-func (q *Queue) Load(ctx context.Context, d *driver.Driver, run string) (r *driver.Run, fromSnapshot bool, err error) {
-	if kv, err := q.kv(ctx); err == nil {
+// Load loads run with d: from its snapshot plus the events after it when
+// there is a usable one, from its events alone otherwise (also when the
+// bucket cannot be read). fromSnapshot says which. Its errors are d.Load's,
+// or ctx's when it ended while the snapshot was read.
+func (s *Snapshots) Load(ctx context.Context, d *driver.Driver, run string) (r *driver.Run, fromSnapshot bool, err error) {
+	if kv, err := s.store(ctx); err == nil {
 		if e, err := kv.Get(ctx, run); err == nil {
-			var s snapshot
-			if json.Unmarshal(e.Value(), &s) == nil && s.View.Run.ID == run {
-				if r, err := d.LoadFrom(ctx, run, s.View, s.Tail); err == nil {
+			var snap snapshot
+			if json.Unmarshal(e.Value(), &snap) == nil && snap.View.Run.ID == run {
+				if r, err := d.LoadFrom(ctx, run, snap.View, snap.Tail); err == nil {
 					return r, true, nil
 				}
 			}

@@ -46,7 +46,7 @@ func TestFleet_CraftedSnapshotNeverResumesAConsumedGrant(t *testing.T) {
 	f.agent = scripted.Agent{Decisions: []driver.Action{
 		scripted.Call("send", `{"to":"ops"}`), scripted.Call("send", `{"to":"ops"}`), scripted.Call("done", `{}`),
 	}}
-	d, q := f.member(t)
+	d, q, _ := f.member(t)
 	const run = "run-forged-snapshot"
 	r, err := d.Create(t.Context(), run, "script", nil)
 	if err != nil {
@@ -87,8 +87,8 @@ func TestFleet_CraftedSnapshotNeverResumesAConsumedGrant(t *testing.T) {
 
 	logs := &lockedBuffer{}
 	f.cfg.Logger = slog.New(slog.NewTextHandler(logs, nil))
-	wd, wq := f.member(t)
-	w, err := fleet.NewWorker(fleet.WorkerConfig{Driver: wd, Queue: wq, Agents: map[string]driver.Agent{"": f.agent},
+	wd, wq, ws := f.member(t)
+	w, err := fleet.NewWorker(fleet.WorkerConfig{Driver: wd, Queue: wq, Snapshots: ws, Agents: map[string]driver.Agent{"": f.agent},
 		Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	if err != nil {
 		t.Fatal(err)

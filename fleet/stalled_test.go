@@ -19,14 +19,14 @@ import (
 // in arbiter_runs_stalled, instead of dropping it silently.
 func TestWorker_RunThatCannotBeAppendedToIsShownStalled(t *testing.T) {
 	f := newApprovalFleet(t, 0)
-	d, q := f.member(t)
-	wd, wq := f.member(t)
+	d, q, _ := f.member(t)
+	wd, wq, ws := f.member(t)
 	metrics := fleet.NewMetrics(prometheus.NewRegistry())
 	agent := driver.AgentFunc(func(context.Context, driver.StepInput) (driver.Action, error) {
 		f.js.Server.Shutdown() // the log goes away while the model thinks
 		return scripted.Call("done", `{}`), nil
 	})
-	w, err := fleet.NewWorker(fleet.WorkerConfig{Driver: wd, Queue: wq, Agents: map[string]driver.Agent{"": agent}, Metrics: metrics})
+	w, err := fleet.NewWorker(fleet.WorkerConfig{Driver: wd, Queue: wq, Snapshots: ws, Agents: map[string]driver.Agent{"": agent}, Metrics: metrics})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,9 @@
 // Package fleet owns how a fleet of workers shares runs: the work queue of
-// nudges (a WorkQueue stream and one durable pull consumer shared by every
-// worker), snapshots of folded views in a KV bucket, and the worker loop that
-// takes a nudge, loads the run, drives it while it can and gives it back.
+// nudges ([Queue]: a WorkQueue stream and one durable pull consumer shared
+// by every worker), the snapshots of folded views in a KV bucket
+// ([Snapshots]: a cache, never the truth), and the worker loop ([Worker])
+// that takes a nudge, loads the run, drives it while it can and gives it
+// back. [Setup] and [Attach] return the queue and the snapshots together.
 //
 // Work is a nudge, not state: losing or repeating a nudge costs time, never
 // safety, which rests on the log's fence. The package must not decide or
@@ -34,14 +36,15 @@ type Config struct {
 	// AckWait is how long a worker may hold a run without telling the queue
 	// it is still busy; after it the run goes to another worker. Default 30s.
 	AckWait time.Duration
-	// Bucket is the KV bucket of view snapshots. Default "ARB_VIEWS".
-	Bucket string
+	// SnapshotBucket is the KV bucket of view snapshots (see [Snapshots]).
+	// Default "ARB_VIEWS".
+	SnapshotBucket string
 	// AgentsBucket is the KV bucket where workers say which agents they
 	// offer (see [AgentsTTL]). Default "ARB_AGENTS".
 	AgentsBucket string
-	// Replicas of the work stream and the bucket. Default 1.
+	// Replicas of the work stream and the buckets. Default 1.
 	Replicas int
-	// Storage of the work stream and the bucket (file by default).
+	// Storage of the work stream and the buckets (file by default).
 	Storage jetstream.StorageType
 }
 
@@ -58,8 +61,8 @@ func (c Config) withDefaults() Config {
 	if c.AckWait == 0 {
 		c.AckWait = 30 * time.Second
 	}
-	if c.Bucket == "" {
-		c.Bucket = layout.ViewsBucket
+	if c.SnapshotBucket == "" {
+		c.SnapshotBucket = layout.ViewsBucket
 	}
 	if c.AgentsBucket == "" {
 		c.AgentsBucket = layout.AgentsBucket
@@ -84,25 +87,28 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// Queue is the work queue of a fleet.
+// Queue is the work queue of a fleet: the stream of nudges, the consumer
+// every worker shares, and the agents registry that says which agents the
+// live workers offer. The snapshots of views are not the queue's: they are
+// [Snapshots].
 type Queue struct {
 	js  jetstream.JetStream
 	cfg Config
 
 	mu       sync.Mutex
-	bucket   jetstream.KeyValue // the snapshot bucket, once looked up
 	registry jetstream.KeyValue // the agents registry, once looked up
 }
 
-// Setup creates or updates the work stream, the shared consumer and the
-// snapshot bucket. It is idempotent.
+// Setup creates or updates the fleet's resources (the work stream, the
+// shared consumer, the snapshot bucket and the agents registry) and returns
+// the queue and the snapshot store over them. It is idempotent.
 //
 // The work stream keeps at most one nudge per run (MaxMsgsPerSubject 1 with
 // DiscardNewPerSubject): a second nudge for a run that already has one
 // waiting is refused, which is how nudges are deduplicated.
-func Setup(ctx context.Context, js jetstream.JetStream, cfg Config) (*Queue, error) {
+func Setup(ctx context.Context, js jetstream.JetStream, cfg Config) (*Queue, *Snapshots, error) {
 	if err := cfg.Validate(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	cfg = cfg.withDefaults()
 	_, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
@@ -117,7 +123,7 @@ func Setup(ctx context.Context, js jetstream.JetStream, cfg Config) (*Queue, err
 		Duplicates:           time.Minute,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("set up work stream %s: %w", cfg.WorkStream, err)
+		return nil, nil, fmt.Errorf("set up work stream %s: %w", cfg.WorkStream, err)
 	}
 	_, err = js.CreateOrUpdateConsumer(ctx, cfg.WorkStream, jetstream.ConsumerConfig{
 		Durable:       cfg.Consumer,
@@ -127,54 +133,53 @@ func Setup(ctx context.Context, js jetstream.JetStream, cfg Config) (*Queue, err
 		MaxAckPending: 100000,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("set up work consumer %s: %w", cfg.Consumer, err)
+		return nil, nil, fmt.Errorf("set up work consumer %s: %w", cfg.Consumer, err)
 	}
-	_, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket: cfg.Bucket, History: 1, Storage: cfg.Storage, Replicas: cfg.Replicas,
-		Description: "Arbiter view snapshots: a cache, never the truth",
-	})
+	kv, err := js.CreateOrUpdateKeyValue(ctx, snapshotBucketConfig(cfg))
 	if err != nil {
-		return nil, fmt.Errorf("set up snapshot bucket %s: %w", cfg.Bucket, err)
+		return nil, nil, fmt.Errorf("set up snapshot bucket %s: %w", cfg.SnapshotBucket, err)
 	}
-	if _, err := js.CreateOrUpdateKeyValue(ctx, agentsBucketConfig(cfg)); err != nil {
-		return nil, fmt.Errorf("set up agents registry %s: %w", cfg.AgentsBucket, err)
+	reg, err := js.CreateOrUpdateKeyValue(ctx, agentsBucketConfig(cfg))
+	if err != nil {
+		return nil, nil, fmt.Errorf("set up agents registry %s: %w", cfg.AgentsBucket, err)
 	}
-	return &Queue{js: js, cfg: cfg}, nil
+	return &Queue{js: js, cfg: cfg, registry: reg}, &Snapshots{js: js, bucket: cfg.SnapshotBucket, kv: kv}, nil
 }
 
-// Attach returns the queue whose work stream, shared consumer, snapshot
-// bucket and agents registry already exist, creating and changing nothing:
-// for a worker whose NATS user may use them but not set them up (an
-// administrator does, with `arbiter setup`). A missing one is an error
-// wrapping jetstream.ErrStreamNotFound, ErrConsumerNotFound or
+// Attach returns the queue and the snapshot store whose work stream, shared
+// consumer, snapshot bucket and agents registry already exist, creating and
+// changing nothing: for a worker whose NATS user may use them but not set
+// them up (an administrator does, with `arbiter setup`). A missing one is an
+// error wrapping jetstream.ErrStreamNotFound, ErrConsumerNotFound or
 // ErrBucketNotFound. The queue's AckWait is the consumer's, as set up.
-func Attach(ctx context.Context, js jetstream.JetStream, cfg Config) (*Queue, error) {
+func Attach(ctx context.Context, js jetstream.JetStream, cfg Config) (*Queue, *Snapshots, error) {
 	if err := cfg.Validate(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	cfg = cfg.withDefaults()
 	c, err := js.Consumer(ctx, cfg.WorkStream, cfg.Consumer)
 	if err != nil {
-		return nil, fmt.Errorf("attach work queue: consumer %s of stream %s: %w", cfg.Consumer, cfg.WorkStream, err)
+		return nil, nil, fmt.Errorf("attach work queue: consumer %s of stream %s: %w", cfg.Consumer, cfg.WorkStream, err)
 	}
 	// The consumer's ack wait is what the server holds a worker to,
 	// whatever this worker was configured with: signs of life follow it.
 	if w := c.CachedInfo().Config.AckWait; w > 0 {
 		cfg.AckWait = w
 	}
-	kv, err := js.KeyValue(ctx, cfg.Bucket)
+	kv, err := js.KeyValue(ctx, cfg.SnapshotBucket)
 	if err != nil {
-		return nil, fmt.Errorf("attach work queue: snapshot bucket %s: %w", cfg.Bucket, err)
+		return nil, nil, fmt.Errorf("attach snapshots: bucket %s: %w", cfg.SnapshotBucket, err)
 	}
 	reg, err := js.KeyValue(ctx, cfg.AgentsBucket)
 	if err != nil {
-		return nil, fmt.Errorf("attach work queue: agents registry %s: %w", cfg.AgentsBucket, err)
+		return nil, nil, fmt.Errorf("attach work queue: agents registry %s: %w", cfg.AgentsBucket, err)
 	}
-	return &Queue{js: js, cfg: cfg, bucket: kv, registry: reg}, nil
+	return &Queue{js: js, cfg: cfg, registry: reg}, &Snapshots{js: js, bucket: cfg.SnapshotBucket, kv: kv}, nil
 }
 
-// NewQueue returns the queue for clients that only publish nudges (the
-// operator command): it creates nothing.
+// NewQueue returns the queue over resources someone set up, without I/O:
+// for clients that only publish nudges and read the agents registry (the
+// operator command, [client]). It creates and checks nothing.
 func NewQueue(js jetstream.JetStream, cfg Config) *Queue {
 	return &Queue{js: js, cfg: cfg.withDefaults()}
 }

@@ -21,8 +21,15 @@ import (
 type WorkerConfig struct {
 	// Driver drives the runs. Required.
 	Driver *driver.Driver
-	// Queue is the fleet's work queue (from [Setup]). Required.
+	// Queue is the fleet's work queue (from [Setup], [Attach] or
+	// [NewQueue]). Required.
 	Queue *Queue
+	// Snapshots, when set, is where the worker saves the view of a run it
+	// gives back and loads a run it does not hold in memory from (from
+	// [Setup], [Attach] or [NewSnapshots]). Nil: no snapshots; a run the
+	// worker does not hold is folded from all its events, which is correct
+	// and slower for long runs.
+	Snapshots *Snapshots
 	// Agents by the name a run was created with; the "" entry, if any,
 	// drives runs whose agent has no entry of its own.
 	Agents map[string]driver.Agent
@@ -62,6 +69,7 @@ type Worker struct {
 	cfg   WorkerConfig
 	d     *driver.Driver
 	q     *Queue
+	snaps *Snapshots
 	log   *slog.Logger
 	cache *cache
 
@@ -102,7 +110,7 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Worker{cfg: cfg, d: cfg.Driver, q: cfg.Queue, log: cfg.Logger, cache: newCache(cfg.CacheSize), inFlight: map[string]bool{}, stalled: map[string]bool{}, cancels: newCancels()}, nil
+	return &Worker{cfg: cfg, d: cfg.Driver, q: cfg.Queue, snaps: cfg.Snapshots, log: cfg.Logger, cache: newCache(cfg.CacheSize), inFlight: map[string]bool{}, stalled: map[string]bool{}, cancels: newCancels()}, nil
 }
 
 // Start creates run with agent and input and nudges the fleet to drive it.
@@ -385,13 +393,16 @@ func (w *Worker) keep(ctx context.Context, r *driver.Run) {
 		return
 	}
 	w.cache.put(r)
-	if err := w.q.Save(ctx, r); err != nil {
+	if w.snaps == nil {
+		return
+	}
+	if err := w.snaps.Save(ctx, r); err != nil {
 		w.log.Warn("snapshot", "run", r.ID(), "err", err)
 	}
 }
 
 // load returns run from the worker's memory brought up to date, or from its
-// snapshot, or from its events.
+// snapshot (when the worker keeps snapshots), or from its events.
 func (w *Worker) load(ctx context.Context, run string) (*driver.Run, error) {
 	if r := w.cache.get(run); r != nil {
 		if err := w.d.Refresh(ctx, r); err == nil {
@@ -399,7 +410,10 @@ func (w *Worker) load(ctx context.Context, run string) (*driver.Run, error) {
 		}
 		w.cache.drop(run)
 	}
-	r, _, err := w.q.Load(ctx, w.d, run)
+	if w.snaps == nil {
+		return w.d.Load(ctx, run)
+	}
+	r, _, err := w.snaps.Load(ctx, w.d, run)
 	return r, err
 }
 

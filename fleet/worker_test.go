@@ -19,6 +19,7 @@ type env struct {
 	js  *testkit.JS
 	log *events.Log
 	q   *fleet.Queue
+	s   *fleet.Snapshots
 }
 
 func newEnv(t *testing.T, cfg fleet.Config) *env {
@@ -26,11 +27,11 @@ func newEnv(t *testing.T, cfg fleet.Config) *env {
 	js := testkit.JetStream(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	q, err := fleet.Setup(ctx, js.JS, cfg)
+	q, s, err := fleet.Setup(ctx, js.JS, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &env{js: js, log: js.Log(t, events.Config{}), q: q}
+	return &env{js: js, log: js.Log(t, events.Config{}), q: q, s: s}
 }
 
 func (e *env) driver(t *testing.T, tools ...driver.Tool) *driver.Driver {
@@ -48,7 +49,7 @@ func (e *env) startWorkers(t *testing.T, n int, d *driver.Driver, agents map[str
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{}, n)
 	for i := 0; i < n; i++ {
-		w, err := fleet.NewWorker(fleet.WorkerConfig{Driver: d, Queue: e.q, Agents: agents, Concurrency: 8})
+		w, err := fleet.NewWorker(fleet.WorkerConfig{Driver: d, Queue: e.q, Snapshots: e.s, Agents: agents, Concurrency: 8})
 		if err != nil {
 			t.Fatal(err)
 		}

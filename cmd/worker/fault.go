@@ -1,3 +1,5 @@
+//go:build arbiter_faults
+
 package main
 
 import (
@@ -13,8 +15,10 @@ import (
 
 // faultHook reads ARBITER_CRASH_BEFORE=<kind>[:<n>] from the environment:
 // the worker kills itself with SIGKILL just before its n-th append (1 by
-// default) of an event of that kind. The crash tests use it to stop a worker
-// at every append point of a step. Unset, it does nothing.
+// default) of an event of that kind. The crash tests (faulttest) build the
+// worker with `-tags arbiter_faults` to stop it at every append point of a
+// step. Unset, it does nothing. The default build has nofault.go instead:
+// a shipped worker never reads the variable.
 func faultHook(logger *slog.Logger) func(events.Kind, any) {
 	spec := os.Getenv("ARBITER_CRASH_BEFORE")
 	if spec == "" {

@@ -133,7 +133,7 @@ func run(ctx context.Context, f flags, logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	log, q, err := attach(ctx, js, lc, fc, f.natsURL)
+	log, q, snaps, err := attach(ctx, js, lc, fc, f.natsURL)
 	if err != nil {
 		return err
 	}
@@ -147,14 +147,21 @@ func run(ctx context.Context, f flags, logger *slog.Logger) error {
 		defer set.Close()
 		mcpTools, withheld = set.Tools(), set.Withheld
 	}
-	d, err := buildDriver(cfg, f, log, logger, withheld, mcpTools...)
+	dc, err := driverConfig(cfg, f, log, logger, withheld, mcpTools...)
 	if err != nil {
 		return err
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics := fleet.NewMetrics(reg)
-	d.SetHooks(faultHook(logger), metrics.OnAppend)
+	dc.OnAppend = metrics.OnAppend
+	// Nil unless the binary was built with the arbiter_faults tag (the
+	// crash tests' build; see fault.go).
+	dc.BeforeAppend = faultHook(logger)
+	d, err := driver.New(dc)
+	if err != nil {
+		return err
+	}
 	agents := cfg.agents()
 	var names []string
 	for _, t := range d.Tools() {
@@ -170,7 +177,7 @@ func run(ctx context.Context, f flags, logger *slog.Logger) error {
 		return err
 	}
 	w, err := fleet.NewWorker(fleet.WorkerConfig{
-		Driver: d, Queue: q, Agents: agents, Defaults: defaults, Concurrency: f.concurrency, Logger: logger, Metrics: metrics,
+		Driver: d, Queue: q, Snapshots: snaps, Agents: agents, Defaults: defaults, Concurrency: f.concurrency, Logger: logger, Metrics: metrics,
 	})
 	if err != nil {
 		return err
@@ -186,13 +193,17 @@ func run(ctx context.Context, f flags, logger *slog.Logger) error {
 	return err
 }
 
-func buildDriver(cfg Config, f flags, log *events.Log, logger *slog.Logger, withheld func() []events.WithheldTool, extra ...driver.Tool) (*driver.Driver, error) {
+// driverConfig builds the driver's configuration from the worker's: its
+// tools (the config's, in a sandbox, and extra), policy, shadow policy,
+// operators, approval expiry and limits.
+func driverConfig(cfg Config, f flags, log *events.Log, logger *slog.Logger, withheld func() []events.WithheldTool, extra ...driver.Tool) (driver.Config, error) {
+	var none driver.Config
 	sandbox := cfg.Sandbox
 	if sandbox == "" {
 		sandbox = filepath.Join(f.data, "sandbox")
 	}
 	if err := os.MkdirAll(sandbox, 0o755); err != nil {
-		return nil, err
+		return none, err
 	}
 	if len(cfg.Tools) == 0 {
 		// The demo agent reads notes.txt: give the default sandbox one.
@@ -203,7 +214,7 @@ func buildDriver(cfg Config, f flags, log *events.Log, logger *slog.Logger, with
 	}
 	tools, err := cfg.tools(sandbox)
 	if err != nil {
-		return nil, err
+		return none, err
 	}
 	tools = append(tools, extra...)
 	var windows rules.Windows
@@ -212,37 +223,37 @@ func buildDriver(cfg Config, f flags, log *events.Log, logger *slog.Logger, with
 		w, err := kvwindows.Open(ctx, log.JetStream(), kvwindows.Config{Bucket: cfg.Policy.RateBucket, Replicas: cfg.Log.Replicas})
 		cancel()
 		if err != nil {
-			return nil, err
+			return none, err
 		}
 		windows = w
 	}
 	p, err := cfg.policyWith(windows)
 	if err != nil {
-		return nil, err
+		return none, err
 	}
 	shadow, err := cfg.shadow()
 	if err != nil {
-		return nil, err
+		return none, err
 	}
 	ops, err := cfg.operators(f.operators)
 	if err != nil {
-		return nil, err
+		return none, err
 	}
 	if len(ops) == 0 {
 		logger.Warn("no operator keys configured: no grant or denial will be accepted (see `arbiter keygen` and --operator)")
 	}
 	ttl, err := cfg.approvalTTL()
 	if err != nil {
-		return nil, err
+		return none, err
 	}
 	limits, err := cfg.Limits.limits()
 	if err != nil {
-		return nil, err
+		return none, err
 	}
-	return driver.New(driver.Config{
+	return driver.Config{
 		Log: log, Policy: p, Shadow: shadow, Tools: tools, Limits: limits, ApprovalTTL: ttl, Operators: ops, Logger: logger,
 		Withheld: withheld,
-	})
+	}, nil
 }
 
 // connect joins --nats, or starts the embedded JetStream, sets it up as the
@@ -339,9 +350,9 @@ func setUp(ctx context.Context, srv *embedded.Server, opts []nats.Option, lc eve
 // errNotSetUp marks a server on which the log or the queue does not exist.
 var errNotSetUp = errors.New("not set up")
 
-// attach opens the log and the queue that are already on the server,
-// creating nothing: the worker user may not.
-func attach(ctx context.Context, js jetstream.JetStream, lc events.Config, fc fleet.Config, url string) (*events.Log, *fleet.Queue, error) {
+// attach opens the log, the queue and the snapshots that are already on
+// the server, creating nothing: the worker user may not.
+func attach(ctx context.Context, js jetstream.JetStream, lc events.Config, fc fleet.Config, url string) (*events.Log, *fleet.Queue, *fleet.Snapshots, error) {
 	hint := func(err error) error {
 		if errors.Is(err, jetstream.ErrStreamNotFound) || errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrBucketNotFound) {
 			return fmt.Errorf("%w: %w; an administrator sets the server up first: arbiter setup --nats %s --user admin --password-file FILE --shards %d",
@@ -351,16 +362,16 @@ func attach(ctx context.Context, js jetstream.JetStream, lc events.Config, fc fl
 	}
 	log, err := events.Attach(ctx, js, lc)
 	if err != nil {
-		return nil, nil, hint(err)
+		return nil, nil, nil, hint(err)
 	}
 	if _, err := js.Stream(ctx, decisions.Stream(log)); err != nil {
-		return nil, nil, hint(fmt.Errorf("attach log: stream %s: %w", decisions.Stream(log), err))
+		return nil, nil, nil, hint(fmt.Errorf("attach log: stream %s: %w", decisions.Stream(log), err))
 	}
-	q, err := fleet.Attach(ctx, js, fc)
+	q, snaps, err := fleet.Attach(ctx, js, fc)
 	if err != nil {
-		return nil, nil, hint(err)
+		return nil, nil, nil, hint(err)
 	}
-	return log, q, nil
+	return log, q, snaps, nil
 }
 
 // serveMetrics serves /metrics and /healthz on addr. When addr is the

@@ -92,7 +92,7 @@ func setUpQueue(t *testing.T, js jetstream.JetStream) *fleet.Queue {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		q, err := fleet.Attach(t.Context(), js, fleet.Config{})
+		q, _, err := fleet.Attach(t.Context(), js, fleet.Config{})
 		if err == nil {
 			return q
 		}
@@ -219,7 +219,7 @@ func TestWorker_JoinsOnlyASetUpServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	q, err := fleet.Attach(t.Context(), worker, fleet.Config{})
+	q, _, err := fleet.Attach(t.Context(), worker, fleet.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

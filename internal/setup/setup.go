@@ -61,7 +61,7 @@ func Run(ctx context.Context, js jetstream.JetStream, lc events.Config, fc fleet
 			return nil, fmt.Errorf("set up the notifiers' consumer on %s: %w", log.StreamName(k), err)
 		}
 	}
-	if _, err := fleet.Setup(ctx, js, fc); err != nil {
+	if _, _, err := fleet.Setup(ctx, js, fc); err != nil {
 		return nil, err
 	}
 	if _, err := js.CreateOrUpdateKeyValue(ctx, kvwindows.BucketConfig(kvwindows.Config{Replicas: fc.Replicas})); err != nil {
@@ -137,7 +137,7 @@ func resources(lc events.Config, fc fleet.Config) []resource {
 		resource{kind: "stream", stream: l.DecisionStream},
 		resource{kind: "stream", stream: f.WorkStream},
 		resource{kind: "consumer", stream: f.WorkStream, consumer: f.Consumer},
-		resource{kind: "stream", stream: layout.KVStream(f.Bucket)},
+		resource{kind: "stream", stream: layout.KVStream(f.SnapshotBucket)},
 		resource{kind: "stream", stream: layout.KVStream(f.AgentsBucket)},
 		resource{kind: "stream", stream: layout.KVStream(layout.RatesBucket)})
 }

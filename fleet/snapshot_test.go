@@ -1,0 +1,174 @@
+package fleet_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/arbiter-run/arbiter/driver"
+	"github.com/arbiter-run/arbiter/events"
+	"github.com/arbiter-run/arbiter/fleet"
+	"github.com/arbiter-run/arbiter/policy"
+	"github.com/arbiter-run/arbiter/projector"
+	"github.com/arbiter-run/arbiter/scripted"
+	"github.com/arbiter-run/arbiter/testkit"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// TestSnapshots_AreOnlyACache: a snapshot that chains onto the log is
+// used; one that does not (altered, or ahead of the log) is dropped and the
+// run folded from its events, giving the same view.
+func TestSnapshots_AreOnlyACache(t *testing.T) {
+	e := newEnv(t, fleet.Config{})
+	read := testkit.NewLedger("read", events.ReadOnly, testkit.AnyObject)
+	d := e.driver(t, read)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	r, err := d.Create(ctx, "snap", "s", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Characters HTML escaping would change, in the arguments the view holds.
+	agent := scripted.Agent{Decisions: []driver.Action{scripted.Call("read", `{"q":"a && <b>"}`)}}
+	if err := d.Drive(ctx, r, agent); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.s.Save(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	got, fromSnap, err := e.s.Load(ctx, d, "snap")
+	if err != nil || !fromSnap {
+		t.Fatalf("load with a good snapshot: from snapshot %v, %v", fromSnap, err)
+	}
+	if !reflect.DeepEqual(got.View(), r.View()) {
+		t.Errorf("view from the snapshot differs from the driver's:\n got %+v\nwant %+v", got.View(), r.View())
+	}
+
+	kv, err := e.js.JS.KeyValue(ctx, e.q.Config().SnapshotBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	entry, err := kv.Get(ctx, "snap")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var snap map[string]json.RawMessage
+	if err := json.Unmarshal(entry.Value(), &snap); err != nil {
+		t.Fatal(err)
+	}
+	snap["tail"] = json.RawMessage(`{"seq":1,"count":1,"hash":"00"}`)
+	bad, _ := json.Marshal(snap)
+	if _, err := kv.Put(ctx, "snap", bad); err != nil {
+		t.Fatal(err)
+	}
+	got, fromSnap, err = e.s.Load(ctx, d, "snap")
+	if err != nil || fromSnap {
+		t.Fatalf("load with a snapshot that does not chain: from snapshot %v, %v; want the events folded", fromSnap, err)
+	}
+	if !reflect.DeepEqual(got.View(), r.View()) {
+		t.Errorf("view folded from the events differs from the driver's")
+	}
+	if got.View().Run.Status != projector.Failed { // the script ran out
+		t.Errorf("status %s", got.View().Run.Status)
+	}
+}
+
+// TestWorker_SnapshotsAreOptional: a worker given Snapshots saves the view
+// of a run it gives back (here, waiting on an approval); one given none
+// saves nothing, and the run is the same either way.
+func TestWorker_SnapshotsAreOptional(t *testing.T) {
+	for name, keep := range map[string]bool{"with": true, "without": false} {
+		t.Run(name, func(t *testing.T) {
+			e := newEnv(t, fleet.Config{})
+			send := testkit.NewLedger("send", events.RemoteMutation, testkit.AnyObject)
+			d := e.driver(t, send)
+			cfg := fleet.WorkerConfig{Driver: d, Queue: e.q, Agents: map[string]driver.Agent{
+				"s": scripted.Agent{Decisions: []driver.Action{scripted.Call("send", `{}`)}},
+			}}
+			if keep {
+				cfg.Snapshots = e.s
+			}
+			w, err := fleet.NewWorker(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(t.Context())
+			done := make(chan struct{})
+			go func() { defer close(done); _ = w.Run(ctx) }()
+			t.Cleanup(func() { cancel(); <-done })
+			if err := e.q.Start(ctx, d, "held", "s", nil); err != nil {
+				t.Fatal(err)
+			}
+			v := waitStatus(t, d, "held", projector.Waiting)
+			// Once Run has returned, the worker is done with every run it
+			// held, and whatever it saves is saved.
+			cancel()
+			<-done
+			kv, err := e.js.JS.KeyValue(t.Context(), e.q.Config().SnapshotBucket)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := kv.Get(t.Context(), "held")
+			switch {
+			case keep && err != nil:
+				t.Fatalf("with Snapshots: no snapshot of the waiting run: %v", err)
+			case keep:
+				var s struct {
+					View projector.View `json:"view"`
+				}
+				if err := json.Unmarshal(got.Value(), &s); err != nil {
+					t.Fatal(err)
+				}
+				if !reflect.DeepEqual(s.View, v) {
+					t.Errorf("snapshot's view differs from the run's:\n got %+v\nwant %+v", s.View, v)
+				}
+			case !errors.Is(err, jetstream.ErrKeyNotFound):
+				t.Fatalf("without Snapshots: got %v, want jetstream.ErrKeyNotFound (no snapshot saved)", err)
+			}
+			if n := send.Count(); n != 0 {
+				t.Errorf("send executed %d times before a grant, want 0", n)
+			}
+		})
+	}
+}
+
+// TestSnapshots_NewSnapshotsDoesNoIO: NewSnapshots looks its bucket up on
+// first use. Where nobody created it, Save fails naming it and Load folds
+// the run from its events; once set up, the same store saves and loads.
+func TestSnapshots_NewSnapshotsDoesNoIO(t *testing.T) {
+	js := testkit.JetStream(t)
+	log := js.Log(t, events.Config{})
+	cfg := fleet.Config{SnapshotBucket: "LATE_VIEWS"}
+	snaps := fleet.NewSnapshots(js.JS, cfg) // before the bucket exists
+	d, err := driver.New(driver.Config{Log: log, Policy: policy.WithID(policy.DefaultSideEffects(), "se")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	r, err := d.Create(ctx, "late", "s", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := snaps.Save(ctx, r); !errors.Is(err, jetstream.ErrBucketNotFound) {
+		t.Fatalf("save with no bucket: got %v, want jetstream.ErrBucketNotFound", err)
+	}
+	if _, from, err := snaps.Load(ctx, d, "late"); err != nil || from {
+		t.Fatalf("load with no bucket: from snapshot %v, %v; want the run folded from its events", from, err)
+	}
+	if _, _, err := fleet.Setup(ctx, js.JS, cfg); err != nil {
+		t.Fatal(err)
+	}
+	if err := snaps.Save(ctx, r); err != nil {
+		t.Fatalf("save once set up: %v", err)
+	}
+	got, from, err := snaps.Load(ctx, d, "late")
+	if err != nil || !from {
+		t.Fatalf("load once set up: from snapshot %v, %v", from, err)
+	}
+	if !reflect.DeepEqual(got.View(), r.View()) {
+		t.Errorf("view from the snapshot differs:\n got %+v\nwant %+v", got.View(), r.View())
+	}
+}
