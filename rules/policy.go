@@ -353,7 +353,16 @@ func (r *compiledRule) argsEqual(ev *evaluation) bool {
 }
 
 func (r *compiledRule) holds(ev *evaluation) (bool, error) {
-	out, _, err := r.cond.Eval(ev)
+	prg := r.cond
+	if r.fold != nil {
+		if fd := r.fold.forTool(ev); fd != nil {
+			if fd.constant {
+				return fd.holds, nil
+			}
+			prg = fd.prg
+		}
+	}
+	out, _, err := prg.Eval(ev)
 	if err != nil {
 		return false, err
 	}
