@@ -1,8 +1,6 @@
 package rules
 
 import (
-	"sync"
-
 	"cel.dev/cel-go/cel"
 	"cel.dev/cel-go/common/ast"
 	"cel.dev/cel-go/common/operators"
@@ -14,7 +12,8 @@ import (
 // A condition is often part tool, part call: `args.amount > 500 &&
 // tool.side_effect == 'remote_mutation'`. What it reads of the tool is the
 // same for every call of one spec, so it is worked out once per spec hash
-// and the condition run as the rest of it: the folded condition.
+// (with the spec's candidates, see [specRules]) and the condition run as
+// the rest of it: the folded condition.
 //
 // Folding only substitutes values, so the folded condition answers what
 // the condition answers, errors included:
@@ -35,7 +34,6 @@ import (
 type folder struct {
 	checked *cel.Ast
 	leaves  []leaf
-	cache   sync.Map // spec hash → *folded
 }
 
 type leaf struct {
@@ -132,21 +130,6 @@ func toolOnly(e ast.Expr) bool {
 	}
 	walk(e)
 	return ok && names > 0
-}
-
-// forTool returns the condition folded for the tool ev holds, worked out
-// once per spec hash; nil: run the condition whole.
-func (f *folder) forTool(ev *evaluation) *folded {
-	h := ev.req.Tool.Hash
-	if h == "" {
-		return nil
-	}
-	if v, ok := f.cache.Load(h); ok {
-		return v.(*folded)
-	}
-	fd := f.fold(ev)
-	f.cache.Store(h, fd)
-	return fd
 }
 
 // fold evaluates the tool leaves for ev's tool and builds what is left;
