@@ -64,7 +64,7 @@ func TestFold_SameAnswerAsTheWholeCondition(t *testing.T) {
 		}
 		tc := &sync.Map{}
 		for _, tool := range tools {
-			var fd *folded // worked out on the first call, as specRules does
+			var fd *folded                       // worked out on the first call, as specRules does
 			for round := 0; round < 2; round++ { // the second reusing it
 				for i, a := range args {
 					req := policy.Request{Run: "r", Step: 1, Tool: tool, Args: json.RawMessage(a)}
