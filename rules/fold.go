@@ -20,8 +20,8 @@ import (
 //   - a tool leaf (an operand of &&, || or ! that names no variable but
 //     tool and holds no comprehension) is evaluated, once per spec, by the
 //     condition's own rules; one that yields a bool is replaced by that
-//     literal, any other result (an error, a non-bool) leaves the
-//     condition as it is;
+//     literal, and one with any other result (an error, a non-bool) is
+//     left in place, to be evaluated on every call as before;
 //   - then, on CEL's own laws: false && x and x && false are false, true
 //     || x and x || true are true, whatever x is (an error too); x && true
 //     and x || false are x only where the checker typed x bool (so x is a
