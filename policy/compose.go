@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"fmt"
 	"strconv"
+	"sync"
+	"sync/atomic"
 
 	"github.com/arbiter-run/arbiter/events"
 	"github.com/arbiter-run/arbiter/projector"
@@ -19,7 +21,51 @@ import (
 type Composed struct {
 	members  []IdentifiedPolicy
 	prefixes []string // "1 / ", "2 / ": what a member's own parts' ids start with
-	id       string
+	// partIDs holds, per member, its parts' ids already prefixed: a rules
+	// file's parts are the same few ids on every step, and prefixing them
+	// afresh was an allocation per part per step. Bounded by maxPartIDs.
+	partIDs []*partIDs
+	// shared marks the members that read nothing of the view or of the
+	// request's bytes and keep nothing (the side-effect mapping): they are
+	// handed the composed policy's own copies instead of a copy each.
+	shared []bool
+	id     string
+}
+
+// maxPartIDs bounds the prefixed part ids kept per member: a Go policy
+// may name its parts anything; past the bound they are prefixed on every
+// call, as before.
+const maxPartIDs = 1024
+
+type partIDs struct {
+	m sync.Map // part id → prefixed id
+	n atomic.Int32
+}
+
+// id returns prefix+id, kept for the next call while there is room.
+func (p *partIDs) id(prefix, id string) string {
+	if v, ok := p.m.Load(id); ok {
+		return v.(string)
+	}
+	full := prefix + id
+	if p.n.Load() < maxPartIDs {
+		if _, loaded := p.m.LoadOrStore(id, full); !loaded {
+			p.n.Add(1)
+		}
+	}
+	return full
+}
+
+// isViewless reports whether p is one this package knows reads only the
+// request's tool spec and keeps nothing of what it is handed: the
+// side-effect mapping, bare or named. The exact type, so that a type
+// embedding the mapping with an Evaluate of its own is not taken for it.
+func isViewless(p Policy) bool {
+	if n, ok := p.(named); ok {
+		p = n.Policy
+	}
+	_, ok := p.(SideEffectPolicy)
+	return ok
 }
 
 var _ IdentifiedPolicy = (*Composed)(nil)
@@ -43,6 +89,8 @@ func Compose(members ...Policy) (*Composed, error) {
 		}
 		c.members = append(c.members, ip)
 		c.prefixes = append(c.prefixes, strconv.Itoa(i+1)+" / ")
+		c.partIDs = append(c.partIDs, &partIDs{})
+		c.shared = append(c.shared, isViewless(ip))
 		// Length-prefixed, so ids cannot run into one another.
 		h.Write([]byte(strconv.Itoa(len(ip.PolicyID())) + ":" + ip.PolicyID() + ","))
 	}
@@ -73,15 +121,18 @@ func (c *Composed) Members() []string {
 // rules file's id is a 77-character hash that would otherwise be written
 // again for every rule that applied, on every step.
 func (c *Composed) Evaluate(ctx context.Context, req Request, view projector.View) (Ruling, error) {
-	var win, ask *Ruling
-	winID := ""
-	ds := make([]Ruling, len(c.members))
+	var small [4]Ruling
+	ds := small[:0]
+	if len(c.members) > len(small) {
+		ds = make([]Ruling, 0, len(c.members))
+	}
 	n := len(c.members)
 	for i, m := range c.members {
 		// Each member its own copy; the last takes the one this policy was
-		// handed, which is already a copy nobody reads after it.
+		// handed, which is already a copy nobody reads after it, and so does
+		// a member that reads neither (see isViewless).
 		r, v := req, view
-		if i < len(c.members)-1 {
+		if i < len(c.members)-1 && !c.shared[i] {
 			r, v = req.Copy(), view.Clone()
 		}
 		d, err := m.Evaluate(ctx, r, v)
@@ -91,30 +142,29 @@ func (c *Composed) Evaluate(ctx context.Context, req Request, view projector.Vie
 		if !d.Outcome.Valid() {
 			return Ruling{}, fmt.Errorf("member %s: outcome %q (want allow, deny, abort or require_approval)", m.PolicyID(), d.Outcome)
 		}
-		ds[i] = d
+		ds = append(ds, d)
 		n += len(d.Parts)
 	}
 	parts := make([]events.PolicyPart, 0, n)
+	win, ask := -1, -1
 	for i, m := range c.members {
-		d := ds[i]
+		d := &ds[i]
 		parts = append(parts, events.PolicyPart{ID: m.PolicyID(), Outcome: d.Outcome, Reason: d.Reason})
-		prefix := c.prefixes[i]
+		prefix, ids := c.prefixes[i], c.partIDs[i]
 		for _, p := range d.Parts {
-			p.ID = prefix + p.ID
+			p.ID = ids.id(prefix, p.ID)
 			parts = append(parts, p)
 		}
-		if win == nil || strength(d.Outcome) > strength(win.Outcome) {
-			dd := d
-			win, winID = &dd, m.PolicyID()
+		if win < 0 || strength(d.Outcome) > strength(ds[win].Outcome) {
+			win = i
 		}
-		if d.Outcome == events.RequireApproval && ask == nil {
-			dd := d
-			ask = &dd
+		if d.Outcome == events.RequireApproval && ask < 0 {
+			ask = i
 		}
 	}
-	out := Ruling{Outcome: win.Outcome, Reason: winID + ": " + win.Reason, Parts: parts}
+	out := Ruling{Outcome: ds[win].Outcome, Reason: c.members[win].PolicyID() + ": " + ds[win].Reason, Parts: parts}
 	if out.Outcome == events.RequireApproval {
-		out.Approval = ask.Approval
+		out.Approval = ds[ask].Approval
 	}
 	return out, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/arbiter-run/arbiter/events"
@@ -208,5 +209,93 @@ func TestDiscovers(t *testing.T) {
 	c2, _ := policy.Compose(member("a", events.Allow, &n), q, h)
 	if policy.Discovers(c1) || !policy.Discovers(c2) {
 		t.Error("Composed.Discovers: want true only when a member discovers")
+	}
+}
+
+// writer writes through the request and view it is handed.
+type writer struct{}
+
+func (writer) Evaluate(_ context.Context, req policy.Request, v projector.View) (policy.Ruling, error) {
+	if len(req.Args) > 0 {
+		req.Args[0] = 'X'
+	}
+	if len(v.Run.Tools) > 0 {
+		v.Run.Tools[0].Name = "changed"
+	}
+	return policy.Ruling{Outcome: events.Allow, Reason: "wrote"}, nil
+}
+
+// reader records what it was handed.
+type reader struct{ args, tool *string }
+
+func (r reader) Evaluate(_ context.Context, req policy.Request, v projector.View) (policy.Ruling, error) {
+	*r.args, *r.tool = string(req.Args), v.Run.Tools[0].Name
+	return policy.Ruling{Outcome: events.Allow, Reason: "read"}, nil
+}
+
+// TestCompose_MembersCannotChangeWhatOthersSee: a member writing through
+// its request and view changes nothing a later member is handed, with the
+// side-effect mapping (handed the composed policy's own copies, since it
+// reads neither) before and between them.
+func TestCompose_MembersCannotChangeWhatOthersSee(t *testing.T) {
+	se := policy.WithID(policy.DefaultSideEffects(), "side-effects")
+	var args, tool string
+	c, err := policy.Compose(se, policy.WithID(writer{}, "writer"), se, policy.WithID(reader{&args, &tool}, "reader"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, v := composeReq()
+	v.Run.Tools = []events.ToolSpec{req.Tool}
+	d, err := c.Evaluate(context.Background(), req, v)
+	if err != nil || d.Outcome != events.Allow {
+		t.Fatalf("got %s, %v; want allow", d.Outcome, err)
+	}
+	if args != `{}` || tool != "t" {
+		t.Errorf("the last member was handed args %s and tool %q, want {} and t: an earlier member's writes reached it", args, tool)
+	}
+	if string(req.Args) != `{}` || v.Run.Tools[0].Name != "t" {
+		t.Errorf("the caller's request or view was changed: %s %q", req.Args, v.Run.Tools[0].Name)
+	}
+}
+
+// parted answers with n parts named by its call count, so that every call
+// names new parts.
+type parted struct {
+	n     int
+	calls *int
+}
+
+func (p parted) Evaluate(context.Context, policy.Request, projector.View) (policy.Ruling, error) {
+	*p.calls++
+	d := policy.Ruling{Outcome: events.Allow, Reason: "parts"}
+	for i := 0; i < p.n; i++ {
+		d.Parts = append(d.Parts, events.PolicyPart{ID: fmt.Sprintf("c%d/p%d", *p.calls, i), Outcome: events.Allow})
+	}
+	return d, nil
+}
+
+// TestCompose_PartIDsPrefixedEveryCall: a member's parts are named by
+// its position on every call, those it named before and new ones, past
+// the number of prefixed ids kept.
+func TestCompose_PartIDsPrefixedEveryCall(t *testing.T) {
+	var calls int
+	c, err := policy.Compose(policy.WithID(policy.DefaultSideEffects(), "se"), policy.WithID(parted{n: 300, calls: &calls}, "parted"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, v := composeReq()
+	for k := 1; k <= 6; k++ {
+		d, err := c.Evaluate(context.Background(), req, v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(d.Parts) != 2+300 {
+			t.Fatalf("call %d: %d parts, want 302", k, len(d.Parts))
+		}
+		for i, p := range d.Parts[2:] {
+			if want := fmt.Sprintf("2 / c%d/p%d", k, i); p.ID != want {
+				t.Fatalf("call %d: part %d is %q, want %q", k, i, p.ID, want)
+			}
+		}
 	}
 }

@@ -38,7 +38,7 @@ func (p SideEffectPolicy) Evaluate(_ context.Context, req Request, _ projector.V
 	if !ok {
 		return Ruling{Outcome: events.Deny, Reason: fmt.Sprintf("side-effect class %q has no policy entry", class)}, nil
 	}
-	reason := fmt.Sprintf("%s tool %s", class, req.Tool.Name)
+	reason := string(class) + " tool " + req.Tool.Name
 	if o != events.RequireApproval {
 		return Ruling{Outcome: o, Reason: reason}, nil
 	}

@@ -40,7 +40,7 @@ func (ev *evaluation) ResolveName(name string) (any, bool) {
 	switch name {
 	case "args":
 		if ev.argsVal == nil {
-			ev.argsVal = celValue(ev.argsValue())
+			ev.argsVal = ev.argsCEL()
 		}
 		return ev.argsVal, true
 	case "tool":
@@ -89,6 +89,18 @@ func (ev *evaluation) argsValue() any {
 		}
 	}
 	return ev.args
+}
+
+// argsCEL is the arguments as a CEL value: decoded straight from the
+// request's bytes, unless they are decoded already (see argsValue), and {}
+// where argsValue gives {}.
+func (ev *evaluation) argsCEL() ref.Val {
+	if !ev.haveArgs && len(ev.req.Args) > 0 {
+		if v, ok := jsonCEL(ev.req.Args); ok {
+			return v
+		}
+	}
+	return celValue(ev.argsValue())
 }
 
 // arg returns the top-level argument name, or nil.

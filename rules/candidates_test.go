@@ -71,7 +71,7 @@ func applying(p *Policy, rs []*compiledRule, spec events.ToolSpec, args, surface
 	ev := evaluation{ctx: context.Background(), req: &req, view: &view, tools: p.toolCache}
 	var out []string
 	for _, r := range rs {
-		if v, ok := r.apply(&ev); ok {
+		if v, ok := r.apply(&ev, nil); ok {
 			out = append(out, r.id+"="+string(v.outcome))
 		}
 	}

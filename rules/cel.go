@@ -42,16 +42,24 @@ var celEnv = func() *cel.Env {
 // compileCondition compiles src to a program that must yield a bool. The
 // error says where in the expression and what is wrong.
 func compileCondition(src string) (cel.Program, error) {
+	prg, _, err := compileChecked(src)
+	return prg, err
+}
+
+// compileChecked is compileCondition, also returning the checked
+// expression when the program runs without cost tracking (nil otherwise):
+// what [newFolder] may fold.
+func compileChecked(src string) (cel.Program, *cel.Ast, error) {
 	ast, iss := celEnv.Compile(src)
 	if iss != nil && iss.Err() != nil {
 		var msgs []string
 		for _, e := range iss.Errors() {
 			msgs = append(msgs, fmt.Sprintf("%d:%d: %s", e.Location.Line(), e.Location.Column()+1, e.Message))
 		}
-		return nil, fmt.Errorf("%s", strings.Join(msgs, "; "))
+		return nil, nil, fmt.Errorf("%s", strings.Join(msgs, "; "))
 	}
 	if t := ast.OutputType(); !t.IsExactType(cel.BoolType) && !t.IsExactType(cel.DynType) {
-		return nil, fmt.Errorf("yields %s, want bool", t)
+		return nil, nil, fmt.Errorf("yields %s, want bool", t)
 	}
 	// A condition whose worst case is bounded below the limit (no
 	// comprehension, no operation over a string or list of unknown size)
@@ -59,14 +67,16 @@ func compileCondition(src string) (cel.Program, error) {
 	// double the price of a cheap condition. Any other is tracked, and
 	// stopped at the limit.
 	opts := []cel.ProgramOption{cel.EvalOptions(cel.OptOptimize)}
+	checked := ast
 	if est, err := celEnv.EstimateCost(ast, unknownSizes{}); err != nil || est.Max > CostLimit {
 		opts = append(opts, cel.CostLimit(CostLimit))
+		checked = nil
 	}
 	prg, err := celEnv.Program(ast, opts...)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return prg, nil
+	return prg, checked, nil
 }
 
 // unknownSizes leaves every size and call to CEL's own worst-case model:

@@ -42,6 +42,7 @@ type compiledRule struct {
 	id    string // policy/rule
 	glob  glob
 	cond  cel.Program
+	fold  *folder        // cond folded per tool spec; nil: none to fold
 	equal map[string]any // attributes the arguments must match
 	// perRun and perHour bound calls counted in the run's view (-1: none);
 	// with fleet, perHour is counted across runs in a [Windows] counter.
@@ -154,11 +155,14 @@ func compileRule(cp *compiledPolicy, rs RuleSpec, ptr string, fail func(string, 
 	}
 	r.reason = r.id + r.suffix()
 	if rs.Condition != "" {
-		prg, err := compileCondition(rs.Condition)
+		prg, checked, err := compileChecked(rs.Condition)
 		if err != nil {
 			return nil, fail(ptr+"/condition", ErrCondition, "condition of rule %q: %v: %s", r.id, err, rs.Condition)
 		}
 		r.cond = prg
+		if checked != nil {
+			r.fold = newFolder(checked)
+		}
 	}
 	return r, nil
 }

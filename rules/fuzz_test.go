@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"testing"
 	"time"
 
@@ -71,6 +72,9 @@ func FuzzCondition(f *testing.F) {
 	f.Add("run.time.getHours() < 8 || run.calls['x'] > 3", `null`)
 	f.Add("size(args) > 2 && args.a.b.c == 1.5", `{"a":{"b":{"c":1.5}}}`)
 	f.Add("tool.data.exists(d, d.startsWith('fin'))", `[1]`)
+	f.Add("args.n < 1007 && tool.side_effect == 'read_only'", `{"n":7}`)
+	f.Add("!(tool.name == 't') || args.x", `{"x":"s"}`)
+	f.Add("has(tool.resource) && tool.resource == '' || args.n == 7", `{}`)
 	tool := events.ToolSpec{Name: "t", SideEffect: events.ReadOnly, Data: []string{"financial.x"}}
 	f.Fuzz(func(t *testing.T, cond, args string) {
 		canon, err := jsonform.PolicyJSON([]byte(args))
@@ -95,6 +99,17 @@ func FuzzCondition(f *testing.F) {
 		}
 		if !d.Outcome.Valid() || len(d.Parts) == 0 {
 			t.Fatalf("decision %+v", d)
+		}
+		// With a spec hash the condition is folded for the tool: the
+		// same decision, reasons and errors included.
+		hashed := tool
+		hashed.Hash = "h"
+		req.Tool = hashed
+		for i := 0; i < 2; i++ {
+			f, err := p.Evaluate(context.Background(), req, v)
+			if err != nil || !reflect.DeepEqual(f, d) {
+				t.Fatalf("folded %+v %v, whole %+v", f, err, d)
+			}
 		}
 	})
 }

@@ -71,19 +71,24 @@ func (p *Policy) Default() string { return p.defName }
 // error): the policy fails closed.
 func (p *Policy) Evaluate(ctx context.Context, req policy.Request, view projector.View) (policy.Ruling, error) {
 	// The request, the view and the evaluation escape together (CEL holds
-	// the evaluation as its activation): one allocation, not three.
-	h := &struct {
-		req  policy.Request
-		view projector.View
-		ev   evaluation
-	}{req: req, view: view}
+	// the evaluation as its activation), and nothing keeps them once the
+	// decision is made: they are taken from a pool and handed back
+	// cleared, instead of a kilobyte allocated on every step.
+	h := holders.Get().(*holder)
+	defer h.release()
+	h.req, h.view = req, view
 	h.ev = evaluation{ctx: ctx, req: &h.req, view: &h.view, windows: p.windows, tools: p.toolCache}
 	ev := &h.ev
-	cands := p.candidates(&h.req.Tool)
+	spec := p.specRules(&h.req.Tool)
+	cands, folds := spec.rules, spec.folded(ev)
 	var parts []events.PolicyPart
 	var win, confirm verdict // the zero verdict has no rule
-	for _, r := range cands {
-		v, ok := r.apply(ev)
+	for i, r := range cands {
+		var fd *folded
+		if folds != nil {
+			fd = folds[i]
+		}
+		v, ok := r.apply(ev, fd)
 		if !ok {
 			continue
 		}
@@ -120,6 +125,22 @@ func (p *Policy) Evaluate(ctx context.Context, req policy.Request, view projecto
 	return dec, nil
 }
 
+// holder is what one decision evaluates over (see [Policy.Evaluate]).
+type holder struct {
+	req  policy.Request
+	view projector.View
+	ev   evaluation
+}
+
+var holders = sync.Pool{New: func() any { return new(holder) }}
+
+// release clears h, so that the pool keeps nothing of the run, and hands it
+// back.
+func (h *holder) release() {
+	*h = holder{}
+	holders.Put(h)
+}
+
 // candidates returns the rules, in priority order, that can apply to a
 // call of tool whatever its arguments and run: their policy is enabled, in
 // the invocation phase and in scope, and their target matches what the spec
@@ -128,9 +149,41 @@ func (p *Policy) Evaluate(ctx context.Context, req policy.Request, view projecto
 // condition and the limits. A spec with a hash is the same spec every time,
 // so its list is kept.
 func (p *Policy) candidates(tool *events.ToolSpec) []*compiledRule {
+	return p.specRules(tool).rules
+}
+
+// specRules is what is worked out once per tool spec: the candidates, and
+// their conditions folded for the tool.
+type specRules struct {
+	rules []*compiledRule
+	hash  string // "": not kept, and nothing folded
+	once  sync.Once
+	folds []*folded // by candidate; nil entries run the condition whole
+}
+
+// folded returns the candidates' conditions folded for the tool ev holds
+// (see [folder]), worked out on the first call; nil for a spec without a
+// hash.
+func (s *specRules) folded(ev *evaluation) []*folded {
+	if s.hash == "" {
+		return nil
+	}
+	s.once.Do(func() {
+		folds := make([]*folded, len(s.rules))
+		for i, r := range s.rules {
+			if r.fold != nil {
+				folds[i] = r.fold.fold(ev)
+			}
+		}
+		s.folds = folds
+	})
+	return s.folds
+}
+
+func (p *Policy) specRules(tool *events.ToolSpec) *specRules {
 	if tool.Hash != "" && p.candCache != nil {
 		if c, ok := p.candCache.Load(tool.Hash); ok {
-			return c.([]*compiledRule)
+			return c.(*specRules)
 		}
 	}
 	var out []*compiledRule
@@ -148,10 +201,14 @@ func (p *Policy) candidates(tool *events.ToolSpec) []*compiledRule {
 		}
 		out = append(out, r)
 	}
+	s := &specRules{rules: out}
 	if tool.Hash != "" && p.candCache != nil {
-		p.candCache.Store(tool.Hash, out)
+		s.hash = tool.Hash
+		if c, loaded := p.candCache.LoadOrStore(tool.Hash, s); loaded {
+			return c.(*specRules)
+		}
 	}
-	return out
+	return s
 }
 
 func (p *Policy) fallThrough(ctx context.Context, req policy.Request, view projector.View) (policy.Ruling, error) {
@@ -187,8 +244,9 @@ type verdict struct {
 	part    events.PolicyPart
 }
 
-// apply reports whether r applies to the request, and its verdict.
-func (r *compiledRule) apply(ev *evaluation) (verdict, bool) {
+// apply reports whether r applies to the request, and its verdict. fd is
+// r's condition folded for the request's tool, or nil.
+func (r *compiledRule) apply(ev *evaluation, fd *folded) (verdict, bool) {
 	cp := r.pol
 	spec := &ev.req.Tool
 	if !cp.spec.On() || !cp.spec.HasPhase(PhaseInvocation) || !cp.inScope(spec) {
@@ -198,7 +256,7 @@ func (r *compiledRule) apply(ev *evaluation) (verdict, bool) {
 		return verdict{}, false
 	}
 	if r.cond != nil {
-		holds, err := r.holds(ev)
+		holds, err := r.holds(ev, fd)
 		if err != nil {
 			reason := fmt.Sprintf("%s: condition failed to evaluate (denied): %v", r.id, err)
 			return verdict{rule: r, outcome: events.Deny, reason: reason, decides: true,
@@ -336,8 +394,17 @@ func (r *compiledRule) argsEqual(ev *evaluation) bool {
 	return true
 }
 
-func (r *compiledRule) holds(ev *evaluation) (bool, error) {
-	out, _, err := r.cond.Eval(ev)
+// holds evaluates r's condition: as folded for the tool when fd is
+// given, else whole.
+func (r *compiledRule) holds(ev *evaluation, fd *folded) (bool, error) {
+	prg := r.cond
+	if fd != nil {
+		if fd.constant {
+			return fd.holds, nil
+		}
+		prg = fd.prg
+	}
+	out, _, err := prg.Eval(ev)
 	if err != nil {
 		return false, err
 	}
@@ -466,7 +533,7 @@ func (p *Policy) Visible(tool events.ToolSpec, view projector.View) bool {
 			continue
 		}
 		if r.cond != nil {
-			holds, err := r.holds(&ev)
+			holds, err := r.holds(&ev, nil)
 			if err == nil && !holds {
 				continue
 			}
