@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/arbiter-run/arbiter/approvals"
 	"github.com/arbiter-run/arbiter/driver"
 	"github.com/arbiter-run/arbiter/events"
 	"github.com/arbiter-run/arbiter/notify"
@@ -307,39 +306,11 @@ func FuzzVerify(f *testing.F) {
 	})
 }
 
-// budgetPause appends, as a model agent's worker does, a run whose second
-// model call would pass its budget and which waits on an approval of kind
-// budget; it returns the approval's id.
+// budgetPause appends a run waiting on a budget approval and returns the
+// approval's id.
 func (w *world) budgetPause(t *testing.T, run string) string {
 	t.Helper()
-	reserve := events.ModelUsage{Calls: 1, InputTokens: 10, OutputTokens: 50}
-	used := events.ModelUsage{Calls: 1, InputTokens: 10, OutputTokens: 30}
-	limit := events.ModelUsage{OutputTokens: 60}
-	req, err := approvals.Budget(events.BudgetBody{Approval: events.ApprovalRequest{ID: "budget-" + run, Reason: "model budget: output tokens"},
-		Call: 2, Attempt: 1, Limit: limit, Used: used, Reserve: reserve, Over: "output tokens", Raise: events.ModelUsage{OutputTokens: 60}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var tail events.Tail
-	for _, ev := range []struct {
-		k    events.Kind
-		body any
-	}{
-		{events.RunCreated, events.RunCreatedBody{Tools: w.d.Tools(), Input: json.RawMessage(`"hi"`), Agent: "model"}},
-		{events.ModelAttempted, events.ModelAttemptBody{Call: 1, Attempt: 1, Provider: "openai", Model: "m", Reserve: reserve, Limit: limit, SideEffect: events.SideEffectNone}},
-		{events.ModelReplied, events.ModelReplyBody{Call: 1, Attempt: 1, Text: "thinking", Usage: used}},
-		{events.ApprovalBudget, req},
-	} {
-		x, err := events.New(run, ev.k, ev.body)
-		if err != nil {
-			t.Fatal(err)
-		}
-		x.Time = time.Now().UTC()
-		if tail, err = w.log.Append(t.Context(), tail, x); err != nil {
-			t.Fatalf("append %s: %v", ev.k, err)
-		}
-	}
-	return req.Approval.ID
+	return testkit.BudgetPause(t, w.log, run, "budget-"+run, w.d.Tools()).Approval.ID
 }
 
 // TestNotifier_BudgetApprovalsToo: a run paused over its model budget is

@@ -2,48 +2,17 @@ package main
 
 import (
 	"bytes"
-	"encoding/json"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/arbiter-run/arbiter/approvals"
-	"github.com/arbiter-run/arbiter/events"
 	"github.com/arbiter-run/arbiter/projector"
+	"github.com/arbiter-run/arbiter/testkit"
 )
 
-// budgetPause appends, as a model agent's worker does, a run whose second
-// model call would pass its budget of 60 output tokens and which waits on
-// an approval of kind budget.
+// budgetPause appends a run waiting on approval budget-1 of kind budget.
 func (e *opsEnv) budgetPause(t *testing.T, run string) {
 	t.Helper()
-	reserve := events.ModelUsage{Calls: 1, InputTokens: 10, OutputTokens: 50}
-	used := events.ModelUsage{Calls: 1, InputTokens: 10, OutputTokens: 30}
-	limit := events.ModelUsage{OutputTokens: 60}
-	req, err := approvals.Budget(events.BudgetBody{Approval: events.ApprovalRequest{ID: "budget-1", Reason: "model budget: output tokens"},
-		Call: 2, Attempt: 1, Limit: limit, Used: used, Reserve: reserve, Over: "output tokens", Raise: events.ModelUsage{OutputTokens: 60}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var tail events.Tail
-	for _, ev := range []struct {
-		k    events.Kind
-		body any
-	}{
-		{events.RunCreated, events.RunCreatedBody{Tools: e.d.Tools(), Input: json.RawMessage(`"hi"`), Agent: "model"}},
-		{events.ModelAttempted, events.ModelAttemptBody{Call: 1, Attempt: 1, Provider: "openai", Model: "m", Reserve: reserve, Limit: limit, SideEffect: events.SideEffectNone}},
-		{events.ModelReplied, events.ModelReplyBody{Call: 1, Attempt: 1, Text: "thinking", Usage: used}},
-		{events.ApprovalBudget, req},
-	} {
-		x, err := events.New(run, ev.k, ev.body)
-		if err != nil {
-			t.Fatal(err)
-		}
-		x.Time = time.Now().UTC()
-		if tail, err = e.log.Append(t.Context(), tail, x); err != nil {
-			t.Fatalf("append %s: %v", ev.k, err)
-		}
-	}
+	testkit.BudgetPause(t, e.log, run, "budget-1", e.d.Tools())
 }
 
 // TestApprovals_ListsBudgetApproval: a run paused over its model budget
