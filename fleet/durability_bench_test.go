@@ -69,7 +69,9 @@ func benchDurability(b *testing.B, shards, level int) {
 	default:
 		js = testkit.JetStreamWith(b, embedded.Config{SyncAlways: level == levelMachine})
 	}
-	q, snaps, err := fleet.Setup(ctx, js.JS, fleet.Config{Replicas: replicas})
+	// As the worker sets it up with --durability machine: nudges in
+	// memory, given again from the log after a restart.
+	q, snaps, err := fleet.Setup(ctx, js.JS, fleet.Config{Replicas: replicas, WorkInMemory: level == levelMachine})
 	if err != nil {
 		b.Fatal(err)
 	}

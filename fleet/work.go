@@ -46,6 +46,12 @@ type Config struct {
 	Replicas int
 	// Storage of the work stream and the buckets (file by default).
 	Storage jetstream.StorageType
+	// WorkInMemory keeps the work stream in memory whatever Storage says:
+	// its nudges then cost no disk write (under SyncAlways, no fsync a
+	// run), and are gone when the server stops. Whoever starts the server
+	// again calls [Queue.Renudge], which nudges every run the log says has
+	// not ended. The embedded worker does so with `--durability machine`.
+	WorkInMemory bool
 }
 
 func (c Config) withDefaults() Config {
@@ -111,7 +117,7 @@ func Setup(ctx context.Context, js jetstream.JetStream, cfg Config) (*Queue, *Sn
 		return nil, nil, err
 	}
 	cfg = cfg.withDefaults()
-	_, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+	sc := jetstream.StreamConfig{
 		Name:                 cfg.WorkStream,
 		Subjects:             []string{cfg.WorkPrefix + ".>"},
 		Retention:            jetstream.WorkQueuePolicy,
@@ -121,11 +127,22 @@ func Setup(ctx context.Context, js jetstream.JetStream, cfg Config) (*Queue, *Sn
 		Discard:              jetstream.DiscardNew,
 		DiscardNewPerSubject: true,
 		Duplicates:           time.Minute,
-	})
-	if err != nil {
+	}
+	if cfg.WorkInMemory {
+		sc.Storage = jetstream.MemoryStorage
+	}
+	if s, err := js.Stream(ctx, cfg.WorkStream); err == nil && s.CachedInfo().Config.Storage != sc.Storage {
+		// A stream's storage cannot change in place. Its nudges are
+		// hints the log can give again: the stream is made anew, and
+		// whoever moves it to memory renudges from the log.
+		if err := js.DeleteStream(ctx, cfg.WorkStream); err != nil {
+			return nil, nil, fmt.Errorf("set up work stream %s: move it to %s storage: %w", cfg.WorkStream, sc.Storage, err)
+		}
+	}
+	if _, err := js.CreateOrUpdateStream(ctx, sc); err != nil {
 		return nil, nil, fmt.Errorf("set up work stream %s: %w", cfg.WorkStream, err)
 	}
-	_, err = js.CreateOrUpdateConsumer(ctx, cfg.WorkStream, jetstream.ConsumerConfig{
+	_, err := js.CreateOrUpdateConsumer(ctx, cfg.WorkStream, jetstream.ConsumerConfig{
 		Durable:       cfg.Consumer,
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		AckWait:       cfg.AckWait,
