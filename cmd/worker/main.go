@@ -126,7 +126,8 @@ func run(ctx context.Context, f flags, logger *slog.Logger) error {
 	}
 	// With every append fsynced, the work queue's nudges stay in memory
 	// (no fsync a run for their acks) and are given again from the log
-	// when the embedded server starts (fleet.Config.WorkInMemory).
+	// when the embedded server starts (fleet.Config.WorkInMemory; the
+	// setup renudges).
 	fc.WorkInMemory = syncAlways
 	nc, shutdown, err := connect(ctx, f, lc, fc, syncAlways, logger)
 	if err != nil {
@@ -342,23 +343,6 @@ func setUp(ctx context.Context, srv *embedded.Server, opts []nats.Option, lc eve
 	changes, err := setup.Run(ctx, js, lc, fc)
 	if err != nil {
 		return fmt.Errorf("set up the embedded JetStream: %w", err)
-	}
-	if fc.WorkInMemory {
-		// The nudges died with the last server: give one to every run the
-		// log says has not ended.
-		log, err := events.Attach(ctx, js, lc)
-		if err != nil {
-			return fmt.Errorf("set up the embedded JetStream: %w", err)
-		}
-		q, _, err := fleet.Attach(ctx, js, fc)
-		if err != nil {
-			return fmt.Errorf("set up the embedded JetStream: %w", err)
-		}
-		n, err := q.Renudge(ctx, log)
-		if err != nil {
-			return fmt.Errorf("set up the embedded JetStream: %w", err)
-		}
-		logger.Info("work queue in memory: nudged the runs that have not ended", "runs", n)
 	}
 	for _, c := range changes {
 		if c.Action != "unchanged" {

@@ -35,7 +35,10 @@ func (c Change) String() string { return c.Action + " " + c.Kind + " " + c.Name 
 // Run creates or updates the log described by lc and the fleet's queue
 // described by fc on js, which must be allowed the JetStream API (the admin
 // user), and returns what changed, resource by resource. Running it again
-// with the same configuration changes nothing and says so.
+// with the same configuration changes nothing and says so. When the work
+// stream is kept in memory (fleet.Config.WorkInMemory), or was and is moved
+// back to disk, every run that has not ended is nudged again
+// (fleet.Queue.Renudge).
 func Run(ctx context.Context, js jetstream.JetStream, lc events.Config, fc fleet.Config) ([]Change, error) {
 	if err := lc.Validate(); err != nil {
 		return nil, err
@@ -61,8 +64,18 @@ func Run(ctx context.Context, js jetstream.JetStream, lc events.Config, fc fleet
 			return nil, fmt.Errorf("set up the notifiers' consumer on %s: %w", log.StreamName(k), err)
 		}
 	}
-	if _, _, err := fleet.Setup(ctx, js, fc); err != nil {
+	wasMem := workInMemory(ctx, js, fc)
+	q, _, err := fleet.Setup(ctx, js, fc)
+	if err != nil {
 		return nil, err
+	}
+	if fc.WorkInMemory || wasMem {
+		// A work stream in memory starts empty with its server, and one
+		// moved between memory and disk is made anew: either way its
+		// nudges are gone, and the log gives them again.
+		if _, err := q.Renudge(ctx, log); err != nil {
+			return nil, err
+		}
 	}
 	if _, err := js.CreateOrUpdateKeyValue(ctx, kvwindows.BucketConfig(kvwindows.Config{Replicas: fc.Replicas})); err != nil {
 		return nil, fmt.Errorf("set up rate windows bucket %s: %w", layout.RatesBucket, err)
@@ -85,6 +98,16 @@ func Run(ctx context.Context, js jetstream.JetStream, lc events.Config, fc fleet
 		out[i] = c
 	}
 	return out, nil
+}
+
+// workInMemory reports whether the work stream fc names exists in memory.
+func workInMemory(ctx context.Context, js jetstream.JetStream, fc fleet.Config) bool {
+	name := fc.WorkStream
+	if name == "" {
+		name = layout.WorkStream
+	}
+	s, err := js.Stream(ctx, name)
+	return err == nil && s.CachedInfo().Config.Storage == jetstream.MemoryStorage
 }
 
 // resource is one thing setup makes.

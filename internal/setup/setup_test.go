@@ -134,3 +134,85 @@ func TestRun_RefusesToReshard(t *testing.T) {
 		t.Errorf("setup with -1 shards = %v, want a config error", err)
 	}
 }
+
+// TestRun_RenudgesAWorkQueueInMemory: with the work queue kept in memory,
+// every setup nudges the runs the log says have not ended (a server that
+// starts again has lost them); moved back to disk, the queue is made anew
+// and they are nudged once more; an ended run never is.
+func TestRun_RenudgesAWorkQueueInMemory(t *testing.T) {
+	srv, err := embedded.Start(embedded.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Stop)
+	nc, err := srv.Connect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, _ := jetstream.New(nc)
+	ctx := t.Context()
+	lc := events.Config{Shards: 2}
+	if _, err := setup.Run(ctx, js, lc, fleet.Config{}); err != nil {
+		t.Fatal(err)
+	}
+	log, err := events.Attach(ctx, js, lc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []struct {
+		id    string
+		ended bool
+	}{{"open-1", false}, {"open-2", false}, {"done-1", true}} {
+		ev, err := events.New(r.id, events.RunCreated, events.RunCreatedBody{Agent: "a"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tail, err := log.Append(ctx, events.Tail{}, ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.ended {
+			end, _ := events.New(r.id, events.RunCancelled, events.EndBody{Reason: events.ReasonCancelled})
+			if _, err := log.Append(ctx, tail, end); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	nudged := func() []string {
+		t.Helper()
+		s, err := js.Stream(ctx, "ARB_WORK")
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := s.Info(ctx, jetstream.WithSubjectFilter(">"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for subject := range info.State.Subjects {
+			out = append(out, subject)
+		}
+		slices.Sort(out)
+		return out
+	}
+	want := []string{"arb.work.open-1", "arb.work.open-2"}
+	if got := nudged(); len(got) != 0 {
+		t.Fatalf("a queue on disk set up again: nudges %v, want none (nothing was lost)", got)
+	}
+	for _, mem := range []bool{true, false} {
+		s, err := js.Stream(ctx, "ARB_WORK")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Purge(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := setup.Run(ctx, js, lc, fleet.Config{WorkInMemory: mem}); err != nil {
+			t.Fatalf("setup, in memory %v: %v", mem, err)
+		}
+		if got := nudged(); !slices.Equal(got, want) {
+			t.Errorf("setup, in memory %v: nudges %v, want %v", mem, got, want)
+		}
+	}
+}
