@@ -134,7 +134,8 @@ func Setup(ctx context.Context, js jetstream.JetStream, cfg Config) (*Queue, *Sn
 	if s, err := js.Stream(ctx, cfg.WorkStream); err == nil && s.CachedInfo().Config.Storage != sc.Storage {
 		// A stream's storage cannot change in place. Its nudges are
 		// hints the log can give again: the stream is made anew, and
-		// whoever moves it to memory renudges from the log.
+		// whoever moves it renudges from the log (internal/setup does,
+		// either way).
 		if err := js.DeleteStream(ctx, cfg.WorkStream); err != nil {
 			return nil, nil, fmt.Errorf("set up work stream %s: move it to %s storage: %w", cfg.WorkStream, sc.Storage, err)
 		}
