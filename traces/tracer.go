@@ -166,6 +166,13 @@ func (t *Tracer) event(ctx context.Context, m *jetstream.RawStreamMsg) {
 		s.appends += appendTook
 		return s
 	}
+	if o, ok, _ := events.Observed(e); ok {
+		// A step.observed, or the terminal tool's result a run's end
+		// carries (ADR 0017): the step's span ends with it.
+		s := step(o.Step)
+		s.observed, s.failed = string(o.Kind), o.Kind != events.ObsResult
+		t.end(ctx, e.Run, o.Step, s, e.Time)
+	}
 	switch e.Kind {
 	case events.StepDecided:
 		b, _ := events.DecodeBody[events.StepDecidedBody](e)
@@ -180,19 +187,7 @@ func (t *Tracer) event(ctx context.Context, m *jetstream.RawStreamMsg) {
 	case events.StepPolicy, events.ApprovalRequested:
 		b, _ := events.DecodeBody[events.PolicyBody](e)
 		t.ruled(ctx, e, b, step(b.Step))
-	case events.StepObserved:
-		b, _ := events.DecodeBody[events.ObservedBody](e)
-		s := step(b.Step)
-		s.observed = string(b.Kind)
-		s.failed = b.Kind != events.ObsResult
-		t.end(ctx, e.Run, b.Step, s, e.Time)
 	case events.RunFinished, events.RunFailed, events.RunCancelled:
-		if o, ok, _ := events.Observed(e); ok {
-			// The terminal tool's result, carried by the end (ADR 0017).
-			s := step(o.Step)
-			s.observed, s.failed = string(o.Kind), false
-			t.end(ctx, e.Run, o.Step, s, e.Time)
-		}
 		for n, s := range r.steps {
 			s.observed = string(e.Kind)
 			t.end(ctx, e.Run, n, s, e.Time)

@@ -64,12 +64,11 @@ func Run(ctx context.Context, js jetstream.JetStream, lc events.Config, fc fleet
 			return nil, fmt.Errorf("set up the notifiers' consumer on %s: %w", log.StreamName(k), err)
 		}
 	}
-	wasMem := workInMemory(ctx, js, fc)
 	q, _, err := fleet.Setup(ctx, js, fc)
 	if err != nil {
 		return nil, err
 	}
-	if fc.WorkInMemory || wasMem {
+	if fc.WorkInMemory || workWasInMemory(res, before) {
 		// A work stream in memory starts empty with its server, and one
 		// moved between memory and disk is made anew: either way its
 		// nudges are gone, and the log gives them again.
@@ -100,20 +99,22 @@ func Run(ctx context.Context, js jetstream.JetStream, lc events.Config, fc fleet
 	return out, nil
 }
 
-// workInMemory reports whether the work stream fc names exists in memory.
-func workInMemory(ctx context.Context, js jetstream.JetStream, fc fleet.Config) bool {
-	name := fc.WorkStream
-	if name == "" {
-		name = layout.WorkStream
+// workWasInMemory reports whether the work stream among res was in memory
+// before setup, by its configuration in before (nil: it did not exist).
+func workWasInMemory(res []resource, before []any) bool {
+	for i, r := range res {
+		if sc, ok := before[i].(jetstream.StreamConfig); ok && r.work {
+			return sc.Storage == jetstream.MemoryStorage
+		}
 	}
-	s, err := js.Stream(ctx, name)
-	return err == nil && s.CachedInfo().Config.Storage == jetstream.MemoryStorage
+	return false
 }
 
 // resource is one thing setup makes.
 type resource struct {
 	kind             string
 	stream, consumer string
+	work             bool // the fleet's work stream
 }
 
 func (r resource) name() string {
@@ -158,7 +159,7 @@ func resources(lc events.Config, fc fleet.Config) []resource {
 	}
 	return append(out,
 		resource{kind: "stream", stream: l.DecisionStream},
-		resource{kind: "stream", stream: f.WorkStream},
+		resource{kind: "stream", stream: f.WorkStream, work: true},
 		resource{kind: "consumer", stream: f.WorkStream, consumer: f.Consumer},
 		resource{kind: "stream", stream: layout.KVStream(f.SnapshotBucket)},
 		resource{kind: "stream", stream: layout.KVStream(f.AgentsBucket)},
