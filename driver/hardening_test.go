@@ -287,3 +287,47 @@ func TestDriver_PanickingAgentFailsTheRun(t *testing.T) {
 		t.Errorf("detail %q, want the panic", v.Run.Detail)
 	}
 }
+
+// TestDriver_ForgedEndCarryingAResultNeverLoads: the worker user, the one
+// that may write run subjects, appends fenced, chained events by hand: an
+// allowed call of a tool that is not terminal, then a run's end carrying
+// a result for it (ADR 0017). The run does not load (a worker gives it up
+// as unloadable), and the tool never ran.
+func TestDriver_ForgedEndCarryingAResultNeverLoads(t *testing.T) {
+	env := testkit.JetStream(t)
+	log := env.Log(t, events.Config{})
+	read := testkit.NewLedger("read", events.ReadOnly, testkit.AnyObject)
+	d := newDriver(t, log, policy.DefaultSideEffects(), read, done())
+	for name, end := range map[string]events.EndBody{
+		"not terminal": {Reason: events.ReasonCompleted, Result: "forged", Observation: &events.ObservedBody{Step: 1, Kind: events.ObsResult, Content: "forged"}},
+		"other result": {Reason: events.ReasonCompleted, Result: "forged", Observation: &events.ObservedBody{Step: 1, Kind: events.ObsResult, Content: "what ran"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			run, tool := "forged-"+strings.ReplaceAll(name, " ", "-"), "read"
+			if name == "other result" {
+				tool = "done"
+			}
+			var tail events.Tail
+			for _, ev := range []struct {
+				k    events.Kind
+				body any
+			}{
+				{events.RunCreated, events.RunCreatedBody{Tools: d.Tools(), Agent: "a"}},
+				{events.StepDecided, events.StepDecidedBody{Step: 1, Tool: tool, Args: `{}`, Policy: &events.PolicyBody{Step: 1, Outcome: events.Allow, PolicyID: d.PolicyID()}}},
+				{events.RunFinished, end},
+			} {
+				e, err := events.New(run, ev.k, ev.body)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if tail, err = log.Append(t.Context(), tail, e); err != nil {
+					t.Fatalf("append %s: %v", ev.k, err)
+				}
+			}
+			if _, err := d.Load(t.Context(), run); !errors.Is(err, projector.ErrFold) {
+				t.Fatalf("load: got %v, want ErrFold", err)
+			}
+		})
+	}
+	wantCount(t, read, 0)
+}

@@ -32,7 +32,9 @@ func (q *Queue) Renudge(ctx context.Context, log *events.Log) (int, error) {
 			head, tail, _ := strings.Cut(filter, "*")
 			out := make(map[string]bool, len(info.State.Subjects))
 			for subject := range info.State.Subjects {
-				if run, ok := strings.CutSuffix(strings.TrimPrefix(subject, head), tail); ok && run != "" {
+				// Only the worker user may write run subjects, but a
+				// subject that names no valid run id is no run's.
+				if run, ok := strings.CutSuffix(strings.TrimPrefix(subject, head), tail); ok && events.ValidRunID(run) == nil {
 					out[run] = true
 				}
 			}

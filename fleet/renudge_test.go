@@ -40,7 +40,7 @@ func workNudges(t *testing.T, js jetstream.JetStream, q *fleet.Queue) []string {
 // memory loses its nudges with its server; Renudge gives one to every run
 // of every shard that has not ended (one created only, one waiting on an
 // operator, one running), none to the ended ones, and workers then drive
-// them on.
+// them on; the waiting one's expiry timer is armed again, so it expires.
 func TestQueue_RenudgeAfterTheQueueInMemoryIsLost(t *testing.T) {
 	js := testkit.JetStream(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -58,7 +58,10 @@ func TestQueue_RenudgeAfterTheQueueInMemoryIsLost(t *testing.T) {
 	read := testkit.NewLedger("read", events.ReadOnly, testkit.AnyObject)
 	send := testkit.NewLedger("send", events.RemoteMutation, testkit.AnyObject)
 	done := testkit.NewLedger("done", events.ReadOnly, testkit.AnyObject).Terminal()
-	d, err := driver.New(driver.Config{Log: log, Policy: policy.WithID(policy.DefaultSideEffects(), "se"), Tools: []driver.Tool{read, send, done}})
+	// The one approval ("waits") expires 3s after it is asked for: no
+	// worker armed its timer before the restart, so only the renudge's
+	// worker can.
+	d, err := driver.New(driver.Config{Log: log, Policy: policy.WithID(policy.DefaultSideEffects(), "se"), Tools: []driver.Tool{read, send, done}, ApprovalTTL: 3 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,6 +101,17 @@ func TestQueue_RenudgeAfterTheQueueInMemoryIsLost(t *testing.T) {
 	if v := midway.View(); v.Run.Status != projector.Running || v.Run.Steps != 1 {
 		t.Fatalf("midway: %s after %d steps, want running after 1", v.Run.Status, v.Run.Steps)
 	}
+	// What the worker user could write on run subjects besides events: a
+	// run.created that is not an event, and one under a subject naming no
+	// valid run id. The first is nudged and given up by the worker as
+	// unloadable; the second is no run's and is not nudged.
+	if _, err := js.JS.Publish(ctx, log.Subject("garbage", events.RunCreated), []byte("not an event")); err != nil {
+		t.Fatal(err)
+	}
+	long := strings.Repeat("x", events.MaxRunIDLen+1)
+	if _, err := js.JS.Publish(ctx, strings.Replace(log.Subject("placeholder", events.RunCreated), "placeholder", long, 1), []byte("{}")); err != nil {
+		t.Fatal(err)
+	}
 	// The server stops: the work stream in memory is gone with its nudges.
 	if err := js.JS.DeleteStream(ctx, q.Config().WorkStream); err != nil {
 		t.Fatal(err)
@@ -112,7 +126,7 @@ func TestQueue_RenudgeAfterTheQueueInMemoryIsLost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"fresh", "midway", "waits"}
+	want := []string{"fresh", "garbage", "midway", "waits"}
 	if got := workNudges(t, js.JS, q); n != len(want) || !slices.Equal(got, want) {
 		t.Fatalf("renudged %d: %v, want %v", n, got, want)
 	}
@@ -127,6 +141,15 @@ func TestQueue_RenudgeAfterTheQueueInMemoryIsLost(t *testing.T) {
 	waitStatus(t, d, "midway", projector.Completed)
 	if v := waitStatus(t, d, "waits", projector.Waiting); v.PendingApproval() == nil {
 		t.Errorf("run waits: no pending approval")
+	}
+	if v := waitStatus(t, d, "waits", projector.Cancelled); v.Run.Reason != string(events.ReasonApprovalExpired) {
+		t.Errorf("run waits ended %s, want %s: the worker arms the expiry timer again", v.Run.Reason, events.ReasonApprovalExpired)
+	}
+	// The garbage's nudge is given up, not retried for ever.
+	for deadline := time.Now().Add(30 * time.Second); slices.Contains(workNudges(t, js.JS, q), "garbage"); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the garbage run's nudge is still queued after 30s: %v", workNudges(t, js.JS, q))
+		}
 	}
 }
 

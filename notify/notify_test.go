@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/arbiter-run/arbiter/approvals"
 	"github.com/arbiter-run/arbiter/driver"
 	"github.com/arbiter-run/arbiter/events"
 	"github.com/arbiter-run/arbiter/notify"
@@ -358,5 +359,58 @@ func TestNotifier_UpdatesAnOlderConsumer(t *testing.T) {
 	}
 	if got := cons.CachedInfo().Config.FilterSubjects; !slices.Equal(got, cc.FilterSubjects) {
 		t.Errorf("consumer follows %v after the notifier started, want %v", got, cc.FilterSubjects)
+	}
+}
+
+// TestNotifier_GarbageOnTheBudgetSubjectIsPassedOver: the worker user may
+// write run subjects; what it writes there that is not a budget approval
+// the run's events bear out (bytes that are no event, a budget approval
+// whose run does not fold with it) is reported and passed over, no notice
+// is sent for it, and the next real request is noticed.
+func TestNotifier_GarbageOnTheBudgetSubjectIsPassedOver(t *testing.T) {
+	w := newWorld(t)
+	rcv := newReceiver(t, secret, 0)
+	var mu sync.Mutex
+	var reported []string
+	start(t, notify.Config{Log: w.log, Endpoints: []notify.Endpoint{{Name: "hook", URL: rcv.srv.URL, Format: notify.JSON, Secret: secret}}, Backoff: 10 * time.Millisecond,
+		Report: func(err error) { mu.Lock(); reported = append(reported, err.Error()); mu.Unlock() }})
+	if _, err := w.log.JetStream().Publish(t.Context(), w.log.Subject("junk", events.ApprovalBudget), []byte("not an event")); err != nil {
+		t.Fatal(err)
+	}
+	// A chained, fenced budget approval that claims usage no model call
+	// recorded: the run does not fold with it.
+	created, err := events.New("unfounded", events.RunCreated, events.RunCreatedBody{Tools: w.d.Tools(), Agent: "model"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tail, err := w.log.Append(t.Context(), events.Tail{}, created)
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged, err := approvals.Budget(events.BudgetBody{Approval: events.ApprovalRequest{ID: "budget-forged"}, Call: 2, Attempt: 1,
+		Limit: events.ModelUsage{OutputTokens: 60}, Used: events.ModelUsage{Calls: 1, OutputTokens: 30}, Reserve: events.ModelUsage{Calls: 1, OutputTokens: 50},
+		Over: "output tokens", Raise: events.ModelUsage{OutputTokens: 60}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev, err := events.New("unfounded", events.ApprovalBudget, forged)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.log.Append(t.Context(), tail, ev); err != nil {
+		t.Fatal(err)
+	}
+	real := w.budgetPause(t, "run-real")
+	rcv.wait(t, real)
+	mu.Lock()
+	got := slices.Clone(reported)
+	mu.Unlock()
+	if len(got) != 2 || !strings.Contains(got[0], "junk") || !strings.Contains(got[1], "unfounded") {
+		t.Errorf("reported %q, want the junk message and the run that does not fold", got)
+	}
+	rcv.mu.Lock()
+	defer rcv.mu.Unlock()
+	if len(rcv.got) != 1 {
+		t.Errorf("notices %v, want only %s", rcv.got, real)
 	}
 }

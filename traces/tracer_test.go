@@ -158,6 +158,11 @@ func TestTracer_SpanPerStepAcrossWorkers(t *testing.T) {
 	if send["arbiter.tool"] != "send" || send["arbiter.approval"] != ap.ID || done["arbiter.tool"] != "done" {
 		t.Errorf("spans: %v then %v, want send (with approval %s) then done", send, done, ap.ID)
 	}
+	// The terminal tool's result travels in the run's end (ADR 0017): its
+	// span still says what the step observed.
+	if send["arbiter.observation"] != "result" || done["arbiter.observation"] != "result" {
+		t.Errorf("observations: send %v, done %v, want result for both", send["arbiter.observation"], done["arbiter.observation"])
+	}
 	if _, ok := send["arbiter.approval_wait_ms"]; !ok {
 		t.Errorf("the send span has no approval wait: %v", send)
 	}
