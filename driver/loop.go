@@ -82,17 +82,17 @@ func (d *Driver) advance(ctx context.Context, r *Run, agent Agent) (bool, error)
 	if v.Run.Status == projector.Waiting && !budgetGrantChecked(r) {
 		return d.settle(ctx, r)
 	}
-	if last := v.Step(v.Steps.Len()); last != nil {
+	if last, ok := v.Summary(v.Steps.Len()); ok {
 		switch {
-		case last.Observation == nil && last.Executing():
+		case last.Observation == "" && last.Executing:
 			return true, d.recover(ctx, r, last.N)
-		case last.Observation == nil:
+		case last.Observation == "":
 			return true, d.evaluate(ctx, r, last.N, nil)
-		case last.Observation.Kind == events.ObsResult && d.terminal(last.Decision.Tool):
+		case last.Observation == events.ObsResult && d.terminal(last.Tool):
 			// A terminal tool's result is recorded but the run's end is
 			// not (its worker died in between): end it now, never ask the
 			// agent for a step after the last one.
-			return true, d.finish(ctx, r, last.Observation.Content)
+			return true, d.finish(ctx, r, v.Step(last.N).Observation.Content)
 		}
 	}
 	if end, detail := d.limitHit(v); end != "" {
@@ -364,8 +364,8 @@ func (d *Driver) asksAgentNext(v *projector.View) bool {
 	if v.Run.Status != projector.Running {
 		return false
 	}
-	if last := v.Step(v.Steps.Len()); last != nil {
-		if last.Observation == nil || (last.Observation.Kind == events.ObsResult && d.terminal(last.Decision.Tool)) {
+	if last, ok := v.Summary(v.Steps.Len()); ok {
+		if last.Observation == "" || (last.Observation == events.ObsResult && d.terminal(last.Tool)) {
 			return false
 		}
 	}
@@ -553,13 +553,13 @@ func (d *Driver) judge(ctx context.Context, run string, v *projector.View, n int
 	refuse := func(kind events.ObservationKind, content string) judgement {
 		return judgement{kind: events.StepObserved, body: d.observation(n, kind, content)}
 	}
-	s := v.Step(n)
-	if o := s.Decision.Oversize; o != nil {
-		return refuse(events.ObsInvalidDecision, fmt.Sprintf("a decision of %d bytes (arguments sha256 %s) is larger than the %d bytes recorded whole; nothing was checked or run. Its start: tool %q, arguments %q", o.Bytes, o.SHA256, o.Limit, s.Decision.Tool, s.Decision.Args))
+	dec, _ := v.Decision(n)
+	if o := dec.Oversize; o != nil {
+		return refuse(events.ObsInvalidDecision, fmt.Sprintf("a decision of %d bytes (arguments sha256 %s) is larger than the %d bytes recorded whole; nothing was checked or run. Its start: tool %q, arguments %q", o.Bytes, o.SHA256, o.Limit, dec.Tool, dec.Args))
 	}
-	ct := d.tools[s.Decision.Tool]
+	ct := d.tools[dec.Tool]
 	if ct == nil {
-		return refuse(events.ObsUnknownTool, fmt.Sprintf("no tool named %q (tools: %s)", s.Decision.Tool, d.toolNames()))
+		return refuse(events.ObsUnknownTool, fmt.Sprintf("no tool named %q (tools: %s)", dec.Tool, d.toolNames()))
 	}
 	if isWithheld(v.Run.Withheld, ct.Spec.Name) || (policy.Discovers(d.policy) && !policy.Visible(d.policy, ct.Record, v.Clone())) {
 		// A hidden tool is refused as if it did not exist: the agent is
@@ -568,9 +568,9 @@ func (d *Driver) judge(ctx context.Context, run string, v *projector.View, n int
 		for _, t := range d.shown(v, d.specs) {
 			names = append(names, t.Name)
 		}
-		return refuse(events.ObsUnknownTool, fmt.Sprintf("no tool named %q (tools: %s)", s.Decision.Tool, strings.Join(names, ", ")))
+		return refuse(events.ObsUnknownTool, fmt.Sprintf("no tool named %q (tools: %s)", dec.Tool, strings.Join(names, ", ")))
 	}
-	raw := s.Decision.RawArgs()
+	raw := dec.RawArgs()
 	args, err := ct.CheckArgs(raw)
 	if err != nil {
 		var ae *ArgsError

@@ -31,55 +31,96 @@ func valid(s string) string {
 // clean returns body with every free-text field made valid UTF-8, and
 // whether body is of a kind whose every field then survives a JSON round
 // trip unchanged, so the driver may fold the value it holds instead of
-// decoding what it stored (projector.View.ApplyWith).
+// decoding what it stored (projector.View.ApplyWith). A body whose text
+// is valid already, as nearly every body is, is returned as it came.
 func clean(body any) (any, bool) {
+	var c cleaner
 	switch b := body.(type) {
 	case events.StepDecidedBody:
 		// Args is valid UTF-8 or kept as bytes (decidedBody).
-		b.Tool, b.CallID, b.Reason = valid(b.Tool), valid(b.CallID), valid(b.Reason)
+		b.Tool, b.CallID, b.Reason = c.valid(b.Tool), c.valid(b.CallID), c.valid(b.Reason)
 		if b.Policy != nil {
-			p, _ := clean(*b.Policy)
-			pb := p.(events.PolicyBody)
-			b.Policy = &pb
+			if p, changed := cleanPolicy(*b.Policy); changed {
+				b.Policy, c.changed = &p, true
+			}
+		}
+		if !c.changed {
+			return body, true
 		}
 		return b, true
 	case events.PolicyBody:
-		b.Reason = valid(b.Reason)
-		if b.Approval != nil {
-			a := *b.Approval
-			a.Kind, a.Reason = valid(a.Kind), valid(a.Reason)
-			b.Approval = &a
+		p, changed := cleanPolicy(b)
+		c.changed = changed
+		if !c.changed {
+			return body, true
 		}
-		return b, true
+		return p, true
 	case events.ObservedBody:
-		b.Content = valid(b.Content)
+		b.Content = c.valid(b.Content)
+		if !c.changed {
+			return body, true
+		}
 		return b, true
 	case events.InterruptedBody:
 		if b.Observation != nil {
-			o := *b.Observation
-			o.Content = valid(o.Content)
-			b.Observation = &o
+			if o := *b.Observation; !utf8.ValidString(o.Content) {
+				o.Content = c.valid(o.Content)
+				b.Observation = &o
+			}
+		}
+		if !c.changed {
+			return body, true
 		}
 		return b, true
 	case events.EndBody:
-		b.Detail, b.Result = valid(b.Detail), valid(b.Result)
+		b.Detail, b.Result = c.valid(b.Detail), c.valid(b.Result)
 		if b.Policy != nil {
-			p, _ := clean(*b.Policy)
-			pb := p.(events.PolicyBody)
-			b.Policy = &pb
+			if p, changed := cleanPolicy(*b.Policy); changed {
+				b.Policy, c.changed = &p, true
+			}
 		}
 		if b.Observation != nil {
-			o := *b.Observation
-			o.Content = valid(o.Content)
-			b.Observation = &o
+			if o := *b.Observation; !utf8.ValidString(o.Content) {
+				o.Content = c.valid(o.Content)
+				b.Observation = &o
+			}
+		}
+		if !c.changed {
+			return body, true
 		}
 		return b, true
 	case events.RefusedBody:
-		b.Reason, b.Operator = valid(b.Reason), valid(b.Operator)
+		b.Reason, b.Operator = c.valid(b.Reason), c.valid(b.Operator)
+		if !c.changed {
+			return body, true
+		}
 		return b, true
 	case events.ExpiredBody, events.RunToolsBody:
 		// Ids, and specs whose text Compile held to UTF-8.
-		return b, true
+		return body, true
 	}
 	return body, false
+}
+
+// cleanPolicy is clean for a policy result, and whether it changed.
+func cleanPolicy(b events.PolicyBody) (events.PolicyBody, bool) {
+	var c cleaner
+	b.Reason = c.valid(b.Reason)
+	if b.Approval != nil && !(utf8.ValidString(b.Approval.Kind) && utf8.ValidString(b.Approval.Reason)) {
+		a := *b.Approval
+		a.Kind, a.Reason = c.valid(a.Kind), c.valid(a.Reason)
+		b.Approval = &a
+	}
+	return b, c.changed
+}
+
+// cleaner makes text valid and remembers whether any was not.
+type cleaner struct{ changed bool }
+
+func (c *cleaner) valid(s string) string {
+	if utf8.ValidString(s) {
+		return s
+	}
+	c.changed = true
+	return strings.ToValidUTF8(s, "\uFFFD")
 }

@@ -71,9 +71,21 @@ func New(run string, k Kind, body any) (Event, error) {
 // steps (ulid.Monotonic), so the system's random source is read once a
 // millisecond, not once an id: a driver makes three ids a step.
 func NewID() string {
+	var id ulid.ULID
 	ids.Lock()
-	defer ids.Unlock()
-	return ulid.MustNew(ulid.Now(), ids.entropy).String()
+	err := id.SetTime(ulid.Now())
+	if err == nil {
+		err = ids.entropy.MonotonicRead(id.Time(), id[6:])
+	}
+	ids.Unlock()
+	if err != nil {
+		// As ulid.MustNew: the clock is past the year 10889, or the
+		// system's random source failed.
+		panic(err)
+	}
+	var text [ulid.EncodedSize]byte
+	_ = id.MarshalTextTo(text[:]) // cannot fail: text is the right size
+	return string(text[:])
 }
 
 var ids = struct {
@@ -82,7 +94,9 @@ var ids = struct {
 }{entropy: ulid.Monotonic(rand.Reader, 0)}
 
 func marshalBody(body any) (json.RawMessage, error) {
-	if b, ok := appendBody(nil, body); ok {
+	// Room for the usual body (a step's decision or observation) at once,
+	// instead of growing from nothing.
+	if b, ok := appendBody(make([]byte, 0, 256), body); ok {
 		return b, nil
 	}
 	return encodeJSON(body)
@@ -219,7 +233,9 @@ func DecodeBody[T any](e Event) (T, error) {
 // run carries as Prev.
 func Hash(data []byte) string {
 	s := sha256.Sum256(data)
-	return hex.EncodeToString(s[:])
+	var text [2 * sha256.Size]byte
+	hex.Encode(text[:], s[:])
+	return string(text[:])
 }
 
 // ChainError says where a run's chain breaks.

@@ -98,7 +98,19 @@ type Log struct {
 	js      jetstream.JetStream
 	cfg     Config
 	streams []jetstream.Stream            // handles by shard, looked up once
+	names   []string                      // stream names by shard
+	filters []string                      // subject prefixes by shard
 	box     atomic.Pointer[jsinbox.Inbox] // the connection's, once used
+}
+
+// newLog is the log of cfg (with its defaults) on js, its names made once.
+func newLog(js jetstream.JetStream, cfg Config) *Log {
+	l := &Log{js: js, cfg: cfg}
+	for k := 0; k < cfg.Shards; k++ {
+		l.names = append(l.names, layout.ShardStream(cfg.Stream, k))
+		l.filters = append(l.filters, layout.ShardPrefix(cfg.Prefix, cfg.Shards, k))
+	}
+	return l
 }
 
 // Open creates or updates the runs streams described by cfg and returns the
@@ -110,7 +122,7 @@ func Open(ctx context.Context, js jetstream.JetStream, cfg Config) (*Log, error)
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	l := &Log{js: js, cfg: cfg}
+	l := newLog(js, cfg)
 	for k := 0; k < cfg.Shards; k++ {
 		name := l.StreamName(k)
 		if s, err := js.Stream(ctx, name); err == nil {
@@ -160,9 +172,19 @@ func (l *Log) Shard(run string) int {
 }
 
 // StreamName returns the name of shard k's stream.
-func (l *Log) StreamName(k int) string { return layout.ShardStream(l.cfg.Stream, k) }
+func (l *Log) StreamName(k int) string {
+	if k >= 0 && k < len(l.names) {
+		return l.names[k]
+	}
+	return layout.ShardStream(l.cfg.Stream, k)
+}
 
-func (l *Log) shardPrefix(k int) string { return layout.ShardPrefix(l.cfg.Prefix, l.cfg.Shards, k) }
+func (l *Log) shardPrefix(k int) string {
+	if k >= 0 && k < len(l.filters) {
+		return l.filters[k]
+	}
+	return layout.ShardPrefix(l.cfg.Prefix, l.cfg.Shards, k)
+}
 
 // Subject returns the subject an event of kind k of run is stored on:
 // "<prefix>.<run>.<kind>" (with the shard as a token after the prefix when
@@ -300,7 +322,7 @@ func Attach(ctx context.Context, js jetstream.JetStream, cfg Config) (*Log, erro
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	l := &Log{js: js, cfg: cfg}
+	l := newLog(js, cfg)
 	for k := 0; k < cfg.Shards; k++ {
 		s, err := js.Stream(ctx, l.StreamName(k))
 		if err != nil {

@@ -27,6 +27,10 @@ type Pending struct {
 	ack     jsinbox.Ack
 	hash    string // of the event's bytes, hashed while the server stores them
 	after   Tail
+	// The message and its header values live here, with the append, so
+	// that publishing it allocates no more than the header map.
+	msg  nats.Msg
+	vals [3]string
 }
 
 // Took returns how long the append took, from its publish to the arrival of
@@ -65,21 +69,24 @@ func (l *Log) Begin(ctx context.Context, tail Tail, ev Event) (*Pending, error) 
 	if max := l.MaxEventBytes(); len(data) > max {
 		return nil, fmt.Errorf("append %s to run %s: %w: %d bytes, the server takes at most %d", ev.Kind, ev.Run, ErrTooLarge, len(data), max)
 	}
+	shard := l.Shard(ev.Run)
 	p := &Pending{
 		l:       l,
-		rec:     Record{Event: ev, Data: data, Stream: l.StreamName(l.Shard(ev.Run))},
+		rec:     Record{Event: ev, Data: data, Stream: l.StreamName(shard)},
 		subject: l.Subject(ev.Run, ev.Kind),
 	}
-	p.ack, err = inbox.Publish(&nats.Msg{
+	p.vals = [3]string{ev.ID, strconv.FormatUint(tail.Seq, 10), l.RunFilter(ev.Run)}
+	p.msg = nats.Msg{
 		Subject: p.subject,
 		Data:    data,
 		// Set directly: the keys are already in canonical form.
 		Header: nats.Header{
-			jetstream.MsgIDHeader:                   {ev.ID},
-			jetstream.ExpectedLastSubjSeqHeader:     {strconv.FormatUint(tail.Seq, 10)},
-			jetstream.ExpectedLastSubjSeqSubjHeader: {l.RunFilter(ev.Run)},
+			jetstream.MsgIDHeader:                   p.vals[0:1:1],
+			jetstream.ExpectedLastSubjSeqHeader:     p.vals[1:2:2],
+			jetstream.ExpectedLastSubjSeqSubjHeader: p.vals[2:3:3],
 		},
-	})
+	}
+	p.ack, err = inbox.Publish(&p.msg)
 	if err != nil {
 		return nil, fmt.Errorf("append %s to run %s: %w", ev.Kind, ev.Run, err)
 	}

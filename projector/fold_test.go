@@ -1132,3 +1132,42 @@ func TestFold_EndCarryingTheResultFoldsLikeThePair(t *testing.T) {
 		})
 	}
 }
+
+// TestView_SummaryAndDecisionAgreeWithStep holds the two cheap readers to
+// what View.Step says of every step of a rich history, and the decision's
+// copy to sharing nothing with the view.
+func TestView_SummaryAndDecisionAgreeWithStep(t *testing.T) {
+	h := richHistory(t)
+	v := h.fold()
+	want := h.fold()
+	for n := 0; n <= v.Steps.Len()+1; n++ {
+		s := v.Step(n)
+		sum, ok := v.Summary(n)
+		dec, dok := v.Decision(n)
+		if (s != nil) != ok || ok != dok {
+			t.Fatalf("step %d: Step %v, Summary %v, Decision %v", n, s != nil, ok, dok)
+		}
+		if s == nil {
+			continue
+		}
+		wantSum := projector.StepSummary{N: s.N, Tool: s.Decision.Tool, Executing: s.Executing()}
+		if s.Observation != nil {
+			wantSum.Observation = s.Observation.Kind
+		}
+		if sum != wantSum {
+			t.Errorf("step %d: summary %+v, want %+v", n, sum, wantSum)
+		}
+		if !reflect.DeepEqual(dec, s.Decision) {
+			t.Errorf("step %d: decision %+v, want %+v", n, dec, s.Decision)
+		}
+		if len(dec.ArgsBytes) > 0 {
+			dec.ArgsBytes[0] ^= 0xff
+		}
+		if dec.Oversize != nil {
+			dec.Oversize.Bytes = -1
+		}
+	}
+	if !reflect.DeepEqual(v, want) {
+		t.Errorf("changing a decision's copy changed the view")
+	}
+}

@@ -154,6 +154,51 @@ func (v *View) Step(n int) *Step {
 	return &s
 }
 
+// StepSummary is what a step's record says of where it stands, as plain
+// values: reading it copies nothing of the step (see [View.Summary]).
+type StepSummary struct {
+	N    int
+	Tool string // the decision's tool
+	// Observation is the kind of the step's observation, "" when it has
+	// none.
+	Observation events.ObservationKind
+	Executing   bool // see [Step.Executing]
+}
+
+// Summary returns step n's summary (1-based), and false if there is no
+// step n. It is [View.Step] for a reader that needs only these fields, at
+// no copy of the step.
+func (v *View) Summary(n int) (StepSummary, bool) {
+	if n < 1 || n > v.Steps.Len() {
+		return StepSummary{}, false
+	}
+	s := v.Steps.ref(n - 1)
+	sum := StepSummary{N: s.N, Tool: s.Decision.Tool, Executing: s.Executing()}
+	if s.Observation != nil {
+		sum.Observation = s.Observation.Kind
+	}
+	return sum, true
+}
+
+// Decision returns a copy of step n's decision (1-based), and false if
+// there is no step n: [View.Step]'s Decision, without copying the rest.
+func (v *View) Decision(n int) (events.StepDecidedBody, bool) {
+	if n < 1 || n > v.Steps.Len() {
+		return events.StepDecidedBody{}, false
+	}
+	d := v.Steps.ref(n - 1).Decision
+	d.ArgsBytes = cloneSlice(d.ArgsBytes)
+	if d.Oversize != nil {
+		o := *d.Oversize
+		d.Oversize = &o
+	}
+	if d.Policy != nil {
+		p := clonePolicy(*d.Policy)
+		d.Policy = &p
+	}
+	return d, true
+}
+
 // stepRef returns step n for the fold to change, or nil.
 func (v *View) stepRef(n int) *Step {
 	if n < 1 || n > v.Steps.Len() {

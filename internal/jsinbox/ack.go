@@ -28,7 +28,7 @@ type Ack struct {
 	b     *Inbox
 	msg   *nats.Msg
 	ch    chan reply
-	token string
+	token uint64
 	sent  time.Time // the first publish
 	took  time.Duration
 }
@@ -50,9 +50,9 @@ func (b *Inbox) Publish(m *nats.Msg) (Ack, error) {
 
 // send publishes the message under a fresh token.
 func (a *Ack) send() error {
-	tok := a.b.register(waiter{ch: a.ch})
+	tok, reply := a.b.register(waiter{ch: a.ch})
 	a.token = tok
-	a.msg.Reply = a.b.base + tok
+	a.msg.Reply = reply
 	if a.sent.IsZero() {
 		a.sent = time.Now()
 	}

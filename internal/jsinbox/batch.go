@@ -50,9 +50,9 @@ func (b *Inbox) GetBatch(ctx context.Context, apiPrefix, stream string, seq uint
 	// Room for every message and the end-of-batch marker: a channel sized
 	// for the batch, no per-read subscription.
 	ch := make(chan reply, batch+1)
-	tok := b.register(waiter{ch: ch, many: true})
+	tok, replyTo := b.register(waiter{ch: ch, many: true})
 	defer b.forget(tok)
-	msg := &nats.Msg{Subject: apiPrefix + "DIRECT.GET." + stream, Reply: b.base + tok, Data: req}
+	msg := &nats.Msg{Subject: apiPrefix + "DIRECT.GET." + stream, Reply: replyTo, Data: req}
 	if err := b.nc.PublishMsg(msg); err != nil {
 		return nil, err
 	}

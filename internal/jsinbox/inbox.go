@@ -21,7 +21,7 @@ type Inbox struct {
 
 	mu   sync.Mutex
 	next uint64
-	wait map[string]waiter
+	wait map[uint64]waiter // by token, the base-36 suffix of a reply subject
 }
 
 // reply is a message that came back to the inbox, with when it arrived.
@@ -52,7 +52,7 @@ func For(nc *nats.Conn) (*Inbox, error) {
 	if b := inboxes.m[nc]; b != nil {
 		return b, nil
 	}
-	b := &Inbox{nc: nc, base: nc.NewInbox() + ".", wait: map[string]waiter{}, closed: make(chan struct{})}
+	b := &Inbox{nc: nc, base: nc.NewInbox() + ".", wait: map[uint64]waiter{}, closed: make(chan struct{})}
 	sub, err := nc.Subscribe(b.base+"*", b.route)
 	if err != nil {
 		return nil, fmt.Errorf("subscribe to replies on %s*: %w", b.base, err)
@@ -88,17 +88,19 @@ func For(nc *nats.Conn) (*Inbox, error) {
 // connection was told it.
 func (b *Inbox) MaxPayload() int64 { return b.nc.MaxPayload() }
 
-// register returns a fresh token whose replies go to w.
-func (b *Inbox) register(w waiter) string {
+// register returns a fresh token whose replies go to w, and the reply
+// subject that names it.
+func (b *Inbox) register(w waiter) (tok uint64, subject string) {
 	b.mu.Lock()
-	defer b.mu.Unlock()
 	b.next++
-	tok := strconv.FormatUint(b.next, 36)
+	tok = b.next
 	b.wait[tok] = w
-	return tok
+	b.mu.Unlock()
+	var buf [128]byte
+	return tok, string(strconv.AppendUint(append(buf[:0], b.base...), tok, 36))
 }
 
-func (b *Inbox) forget(tok string) {
+func (b *Inbox) forget(tok uint64) {
 	b.mu.Lock()
 	delete(b.wait, tok)
 	b.mu.Unlock()
@@ -109,7 +111,15 @@ func (b *Inbox) forget(tok string) {
 // made room for (the server sends at most what was asked): the
 // subscription never blocks.
 func (b *Inbox) route(m *nats.Msg) {
-	tok := m.Subject[len(b.base):]
+	// Only a token exactly as register formats it names a waiter.
+	s := m.Subject[len(b.base):]
+	if s == "" || s[0] == '0' {
+		return
+	}
+	tok, err := strconv.ParseUint(s, 36, 64)
+	if err != nil {
+		return
+	}
 	b.mu.Lock()
 	w, ok := b.wait[tok]
 	if ok && !w.many {
