@@ -102,9 +102,9 @@ func (d *Driver) call(ctx context.Context, ct *CompiledTool, args json.RawMessag
 		err error
 	)
 	if in, ok := ct.Tool.(Inline); ok && in.Inline() && !hasBusy(ctx) {
-		res, err = inline(ctx, "tool "+ct.Spec.Name, exec)
+		res, err = inline(ctx, ct.what, exec)
 	} else {
-		res, err = aside(ctx, "tool "+ct.Spec.Name, exec)
+		res, err = aside(ctx, ct.what, exec)
 	}
 	switch {
 	case errors.Is(err, errOverran) && ctx.Err() == context.DeadlineExceeded:

@@ -22,7 +22,21 @@ func CallOf(ctx context.Context) (Call, bool) {
 }
 
 func withCall(ctx context.Context, run string, step int) context.Context {
-	return context.WithValue(ctx, callKey{}, Call{Run: run, Step: step})
+	return &callCtx{Context: ctx, call: Call{Run: run, Step: step}}
+}
+
+// callCtx is a context carrying the Call it executes for: one allocation a
+// call, where context.WithValue makes two (its context and the boxed Call).
+type callCtx struct {
+	context.Context
+	call Call
+}
+
+func (c *callCtx) Value(key any) any {
+	if _, ok := key.(callKey); ok {
+		return c.call
+	}
+	return c.Context.Value(key)
 }
 
 type busyKey struct{}

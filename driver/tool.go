@@ -121,6 +121,7 @@ type CompiledTool struct {
 	Spec   Spec
 	Record events.ToolSpec
 	schema *jsonschema.Schema
+	what   string // "tool <name>", as errors name it
 }
 
 // Compile checks t's spec and compiles its schema. Errors wrap [ErrBadTool]
@@ -176,7 +177,7 @@ func Compile(t Tool) (*CompiledTool, error) {
 		Data: append([]string(nil), s.Data...), Tags: append([]string(nil), s.Tags...), Resource: s.Resource,
 	}
 	rec.Hash = SpecHash(rec)
-	return &CompiledTool{Tool: t, Spec: s, Record: rec, schema: sch}, nil
+	return &CompiledTool{Tool: t, Spec: s, Record: rec, schema: sch, what: "tool " + s.Name}, nil
 }
 
 // SpecHash is [events.HashToolSpec] for a spec already held to the JSON

@@ -75,7 +75,10 @@ func NewID() string {
 	ids.Lock()
 	err := id.SetTime(ulid.Now())
 	if err == nil {
-		err = ids.entropy.MonotonicRead(id.Time(), id[6:])
+		// Read into the guarded buffer: id's own bytes would escape
+		// through the entropy's reader.
+		err = ids.entropy.MonotonicRead(id.Time(), ids.buf[:])
+		copy(id[6:], ids.buf[:])
 	}
 	ids.Unlock()
 	if err != nil {
@@ -91,6 +94,7 @@ func NewID() string {
 var ids = struct {
 	sync.Mutex
 	entropy *ulid.MonotonicEntropy
+	buf     [10]byte
 }{entropy: ulid.Monotonic(rand.Reader, 0)}
 
 func marshalBody(body any) (json.RawMessage, error) {
