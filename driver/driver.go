@@ -185,6 +185,10 @@ type Run struct {
 	// once this driver checked it (see settle): the agent is asked next,
 	// and its attempt uses the grant.
 	checkedGrant string
+	// spare is the pending append of the last commit, whose memory the
+	// next append reuses: a run has one append in flight at a time, and
+	// nothing keeps a pending once it is committed.
+	spare *pending
 }
 
 // ID is the run's id.
@@ -389,7 +393,12 @@ func (d *Driver) send(ctx context.Context, r *Run, e prepared) (*pending, error)
 		}
 		return nil, err
 	}
-	pa := &pending{p: p, k: k, body: body, view: r.view.Fork()}
+	pa := r.spare
+	if pa == nil {
+		pa = new(pending)
+	}
+	r.spare = nil
+	*pa = pending{p: p, k: k, body: body, view: r.view.Fork()}
 	fold := body
 	if !e.held {
 		fold = nil // fold the stored bytes, decoded
@@ -428,6 +437,8 @@ func (d *Driver) commit(ctx context.Context, r *Run, p *pending) error {
 	r.tail = p.p.Tail()
 	r.next, r.nextAt = p.next, r.tail
 	r.spec, r.specAt = p.spec, r.tail
+	*p = pending{} // let go of what it held
+	r.spare = p
 	return nil
 }
 

@@ -324,11 +324,29 @@ func cloneTools(ts []events.ToolSpec) []events.ToolSpec {
 	if ts == nil {
 		return nil
 	}
+	// Every schema's bytes in one allocation and every name list in
+	// another: a view is copied for the agent and the policy every step.
+	var bytes, names int
+	for _, t := range ts {
+		bytes += len(t.Schema)
+		names += len(t.Data) + len(t.Tags)
+	}
+	arena := make([]byte, 0, bytes)
+	strs := make([]string, 0, names)
 	out := make([]events.ToolSpec, len(ts))
 	for i, t := range ts {
-		t.Schema = cloneRaw(t.Schema)
-		t.Data = cloneSlice(t.Data)
-		t.Tags = cloneSlice(t.Tags)
+		if t.Schema != nil {
+			arena = append(arena, t.Schema...)
+			t.Schema = arena[len(arena)-len(t.Schema) : len(arena) : len(arena)]
+		}
+		if t.Data != nil {
+			strs = append(strs, t.Data...)
+			t.Data = strs[len(strs)-len(t.Data) : len(strs) : len(strs)]
+		}
+		if t.Tags != nil {
+			strs = append(strs, t.Tags...)
+			t.Tags = strs[len(strs)-len(t.Tags) : len(strs) : len(strs)]
+		}
 		out[i] = t
 	}
 	return out
