@@ -146,7 +146,7 @@ func (d *Driver) advance(ctx context.Context, r *Run, agent Agent) (bool, error)
 		var sent bool
 		var err error
 		if pre != nil {
-			sent, err = d.recordJudged(ctx, r, dec, body, pre.at, pre.j)
+			sent, err = d.recordJudged(ctx, r, dec, body, pre.at, pre.j, pre.both)
 		} else {
 			sent, err = d.record(ctx, r, dec, body)
 		}
@@ -204,7 +204,7 @@ func (d *Driver) record(ctx context.Context, r *Run, dec Action, body events.Ste
 	if err != nil {
 		return false, err
 	}
-	return d.recordJudged(ctx, r, dec, body, at, j)
+	return d.recordJudged(ctx, r, dec, body, at, j, nil)
 }
 
 // judgeNext checks decision body and asks the policy on a fork of v that
@@ -228,6 +228,10 @@ type foreseen struct {
 	body events.StepDecidedBody
 	at   time.Time
 	j    judgement
+	// both is the decision's event with the policy result it carries,
+	// made ahead too, when the result may travel in it (see
+	// [Driver.decidedWith]).
+	both *prepared
 }
 
 // foresee asks pure agent a for its decision on input in (of view v, the
@@ -248,7 +252,29 @@ func (d *Driver) foresee(ctx context.Context, v *projector.View, in StepInput, a
 	if err != nil {
 		return nil
 	}
-	return &foreseen{dec: dec, body: body, at: at, j: j}
+	f := &foreseen{dec: dec, body: body, at: at, j: j}
+	if both, ok := d.decidedWith(v.Run.ID, body, at, j); ok {
+		f.both = &both
+	}
+	return f
+}
+
+// decidedWith is the event that records decision body with its policy
+// result j (judged at time at) in one, when the result may travel in the
+// decision's own event.
+func (d *Driver) decidedWith(run string, body events.StepDecidedBody, at time.Time, j judgement) (prepared, bool) {
+	if j.policy == nil {
+		return prepared{}, false
+	}
+	pb := *j.policy
+	body.Policy = &pb
+	both, err := d.prepare(run, events.StepDecided, body)
+	if err != nil {
+		return prepared{}, false
+	}
+	// The step's time is the one the policy saw it at.
+	both.ev.Time = at
+	return both, true
 }
 
 // errPureRecords is what a pure agent asked ahead gets if it records.
@@ -256,33 +282,34 @@ var errPureRecords = errors.New("an agent marked driver.Pure records no model ca
 
 // recordJudged records decision dec (body, judged as j on the view holding
 // it, at time at) and acts on the judgement: see [Driver.record].
-func (d *Driver) recordJudged(ctx context.Context, r *Run, dec Action, body events.StepDecidedBody, at time.Time, j judgement) (sent bool, err error) {
+func (d *Driver) recordJudged(ctx context.Context, r *Run, dec Action, body events.StepDecidedBody, at time.Time, j judgement, made *prepared) (sent bool, err error) {
 	undelivered := func(err error) error {
 		if !errors.Is(err, events.ErrConflict) && !errors.Is(err, events.ErrTooLarge) {
 			r.undelivered, r.undeliveredAt = &dec, r.tail
 		}
 		return err
 	}
-	if j.policy != nil {
-		pb := *j.policy
-		body.Policy = &pb
-		if both, err := d.prepare(r.ID(), events.StepDecided, body); err == nil {
-			// The step's time is the one the policy saw it at.
-			both.ev.Time = at
-			p, err := d.send(ctx, r, both)
-			if !errors.Is(err, events.ErrTooLarge) {
-				if err != nil {
-					return false, undelivered(err)
-				}
-				if err := d.commit(ctx, r, p); err != nil {
-					return true, undelivered(err)
-				}
-				r.undelivered = nil
-				if !j.exec {
-					return true, nil
-				}
-				return true, d.run(ctx, r, j.req.Step, d.tools[j.req.Tool.Name], j.req.Args)
+	var both prepared
+	ok := made != nil
+	if ok {
+		both = *made
+	} else {
+		both, ok = d.decidedWith(r.ID(), body, at, j)
+	}
+	if ok {
+		p, err := d.send(ctx, r, both)
+		if !errors.Is(err, events.ErrTooLarge) {
+			if err != nil {
+				return false, undelivered(err)
 			}
+			if err := d.commit(ctx, r, p); err != nil {
+				return true, undelivered(err)
+			}
+			r.undelivered = nil
+			if !j.exec {
+				return true, nil
+			}
+			return true, d.run(ctx, r, j.req.Step, d.tools[j.req.Tool.Name], j.req.Args)
 		}
 	}
 	body.Policy = nil
