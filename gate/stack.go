@@ -6,9 +6,9 @@ package gate
 // on a new one) would otherwise grow it from 2 KB by doubling as the drive
 // goes deeper (the driver, the policy, the schema check, the log's
 // publish), and each doubling copies the whole stack and walks every frame
-// on it to move its pointers: about 20 µs a call through the gateway,
+// on it to move its pointers: 15-20 µs a call through the gateway,
 // against about 5 µs for this one growth (docs/performance.md, "Gate and
-// gateway"). On a stack already that large it only zeroes its frame. The
+// gateway"). A 16 KB stack is not enough for a drive. On a stack already that large it only zeroes its frame. The
 // frame is 16 KB: with the caller's frames above it the runtime takes the
 // next size up that fits, 32 KB. (CockroachDB's util/growstack does the
 // same for its storage paths.)
