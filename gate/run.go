@@ -80,7 +80,10 @@ func (r *Run) Ask(ctx context.Context, tool string, args json.RawMessage) (Answe
 	// The program runs the call between Ask and Report, so the drive,
 	// which waits in the proxy meanwhile, has a goroutine of its own.
 	c.allowed, c.result, c.abandoned, c.done = make(chan allowed), make(chan report), make(chan struct{}), make(chan error, 1)
-	go func() { c.done <- r.drive(c) }()
+	go func() {
+		growStack(0)
+		c.done <- r.drive(c)
+	}()
 	select {
 	case a := <-c.allowed:
 		r.inflight = c
@@ -116,6 +119,7 @@ func (r *Run) Ask(ctx context.Context, tool string, args json.RawMessage) (Answe
 // Ask's and Report's; with Answer.Ran set, fn ran and its result may not
 // be recorded.
 func (r *Run) Call(ctx context.Context, tool string, args json.RawMessage, fn func(ctx context.Context, args json.RawMessage) (string, error)) (Answer, error) {
+	growStack(0)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.calling.Store(true)

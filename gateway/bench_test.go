@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"slices"
@@ -25,14 +26,26 @@ import (
 // through the gateway (host to gateway over stdio framing on pipes, the
 // gateway to the upstream over stdio), through a bare MCP server on the
 // same framing that calls the same upstream tool at once (the second MCP
-// hop without the gate), and straight to the same upstream server over
-// stdio, in rotating order, with the two fenced appends an allowed call
-// records (step.decided carrying its allow, step.observed) timed after
-// each round on the same server: the first finds the server idle, as the
-// gateway's appends do after an MCP hop ("cold"), the second follows it
-// ("warm"). The goal is (gateway - hop) at most those two appends; and the
-// cost must not grow with the session: the median of the last tenth of
-// the gateway's calls against that of the first tenth.
+// hop without the gate), through a second bare server that also makes the
+// two fenced appends an allowed call records where the gateway makes them
+// (a step.decided before the upstream call, a step.observed after it,
+// each timed), and straight to the same upstream server over stdio, in an
+// order shuffled each round. After each round two more appends are timed on the same
+// server: the first finds it idle ("cold"), the second follows it
+// ("warm").
+//
+// The goal is (gateway - hop) at most the two appends a call records. The
+// appends timed inside the second hop are the reference that matches it:
+// made in the same places as the gateway's, after an MCP hop and after an
+// upstream call, they find the server as idle as the gateway's do
+// (gate/2appends-in-hop). What they add to the hop's call in all, their
+// own time and the server's work after each acknowledgement that the
+// upstream call then competes with, is the other reference
+// (gate/appends-added-to-hop: (gateway - hop) over (hop+appends - hop)).
+// The cold and warm pair after the round is the older reference
+// (gate/2appends), kept to compare with earlier figures.
+// And the cost must not grow with the session: the median of the last
+// tenth of the gateway's calls against that of the first tenth.
 func BenchmarkGateway(b *testing.B) {
 	exe, err := os.Executable()
 	if err != nil {
@@ -80,6 +93,31 @@ func BenchmarkGateway(b *testing.B) {
 		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: out}}}, nil
 	})
 	hop := stdioHost(b, bare)
+	// The same hop with the gate's two appends and nothing else of the
+	// gate: what the goal allows the gateway, made where it makes them.
+	hopApp := newAppender(b, f.log, "bench-hop-appends")
+	var inHop []time.Duration
+	withAppends := sdk.NewServer(&sdk.Implementation{Name: "bare-appends", Version: "1"}, nil)
+	withAppends.AddTool(&sdk.Tool{Name: "up__echo", InputSchema: json.RawMessage(up.Spec().Schema)}, func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+		// As the gate does before its drive (gate/stack.go), so that
+		// neither pays for growing its stack inside an append.
+		growStack(0)
+		d1, err := hopApp.appendDecided(req.Params.Arguments)
+		if err != nil {
+			return nil, err
+		}
+		out, err := up.Execute(ctx, req.Params.Arguments)
+		if err != nil {
+			return nil, err
+		}
+		d2, err := hopApp.appendObserved(out)
+		if err != nil {
+			return nil, err
+		}
+		inHop = append(inHop, d1+d2)
+		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: out}}}, nil
+	})
+	hop2 := stdioHost(b, withAppends)
 
 	cmd := exec.Command(exe)
 	cmd.Env = env
@@ -89,8 +127,8 @@ func BenchmarkGateway(b *testing.B) {
 	}
 	defer direct.Close()
 
-	app := newAppender(b, f.log)
-	var viaGW, viaHop, straight, warm, cold, pairs []time.Duration
+	app := newAppender(b, f.log, "bench-appends")
+	var viaGW, viaHop, viaHop2, straight, warm, cold, pairs []time.Duration
 	call := func(cs *sdk.ClientSession, name string, i int, into *[]time.Duration) {
 		t0 := time.Now()
 		res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: name, Arguments: map[string]any{"text": fmt.Sprint(i)}})
@@ -100,21 +138,32 @@ func BenchmarkGateway(b *testing.B) {
 		}
 		*into = append(*into, d)
 	}
+	order := rand.New(rand.NewPCG(1, 2))
 	i := 0
 	for b.Loop() {
-		// Which goes first rotates, so all see the same load.
+		// The order is shuffled each round, so that each way follows each
+		// other way as often: the server's work after an append (the
+		// gateway's, the second hop's) slows what comes next, and with a
+		// rotation the hop always came after the gateway.
 		calls := []func(){
 			func() { call(via, "up__echo", i, &viaGW) },
 			func() { call(hop, "up__echo", i, &viaHop) },
 			func() { call(direct, "echo", i, &straight) },
+			func() { call(hop2, "up__echo", i, &viaHop2) },
 		}
-		for k := range calls {
-			calls[(i+k)%len(calls)]()
+		for _, k := range order.Perm(len(calls)) {
+			calls[k]()
 		}
 		// The first append after the calls finds the server idle, as the
 		// gateway's appends do after an MCP hop.
-		c := app.append(b)
-		w := app.append(b)
+		c, err := app.appendObserved("echo: 12345")
+		if err != nil {
+			b.Fatal(err)
+		}
+		w, err := app.appendObserved("echo: 12345")
+		if err != nil {
+			b.Fatal(err)
+		}
 		cold, warm, pairs = append(cold, c), append(warm, w), append(pairs, c+w)
 		i++
 	}
@@ -126,6 +175,11 @@ func BenchmarkGateway(b *testing.B) {
 	b.ReportMetric(float64(median(warm).Microseconds()), "warm-append-p50-µs")
 	b.ReportMetric(float64(p.Microseconds()), "2appends-p50-µs")
 	b.ReportMetric(float64(gw-h)/float64(p), "gate/2appends")
+	in, h2 := median(inHop), median(viaHop2)
+	b.ReportMetric(float64(h2.Microseconds()), "hop+appends-p50-µs")
+	b.ReportMetric(float64(in.Microseconds()), "2appends-in-hop-p50-µs")
+	b.ReportMetric(float64(gw-h)/float64(in), "gate/2appends-in-hop")
+	b.ReportMetric(float64(gw-h)/float64(h2-h), "gate/appends-added-to-hop")
 	b.ReportMetric(float64(gw-d)/float64(p), "added/2appends")
 	if n := len(viaGW) / 10; n >= 10 {
 		b.ReportMetric(float64(median(viaGW[len(viaGW)-n:]))/float64(median(viaGW[:n])), "last/first-tenth")
@@ -152,17 +206,18 @@ func stdioHost(b testing.TB, srv *sdk.Server) *sdk.ClientSession {
 	return cs
 }
 
-// appender makes fenced appends of a step.observed event the size of the
-// gateway's to a run of its own.
+// appender makes fenced appends of events the size of the gateway's to a
+// run of its own.
 type appender struct {
 	log  *events.Log
 	run  string
 	tail events.Tail
+	step int
 }
 
-func newAppender(b *testing.B, log *events.Log) *appender {
+func newAppender(b *testing.B, log *events.Log, run string) *appender {
 	b.Helper()
-	a := &appender{log: log, run: "bench-appends"}
+	a := &appender{log: log, run: run}
 	ev, err := events.New(a.run, events.RunCreated, events.RunCreatedBody{Agent: "bench"})
 	if err != nil {
 		b.Fatal(err)
@@ -173,19 +228,42 @@ func newAppender(b *testing.B, log *events.Log) *appender {
 	return a
 }
 
-func (a *appender) append(b *testing.B) time.Duration {
-	ev, err := events.New(a.run, events.StepObserved, events.ObservedBody{Step: 1, Kind: events.ObsResult, Content: "echo: 12345"})
+// appendDecided appends a step.decided carrying its allow, as the gate
+// records an allowed call, and returns how long the append took.
+func (a *appender) appendDecided(args json.RawMessage) (time.Duration, error) {
+	a.step++
+	return a.append(events.StepDecided, events.StepDecidedBody{Step: a.step, Tool: "up__echo", Args: string(args),
+		Policy: &events.PolicyBody{Step: a.step, Outcome: events.Allow, Reason: "read_only is allowed", PolicyID: "side-effects", Args: args}})
+}
+
+// appendObserved appends a step.observed of content.
+func (a *appender) appendObserved(content string) (time.Duration, error) {
+	return a.append(events.StepObserved, events.ObservedBody{Step: a.step, Kind: events.ObsResult, Content: content})
+}
+
+// append times the append alone, not the making of the event.
+func (a *appender) append(k events.Kind, body any) (time.Duration, error) {
+	ev, err := events.New(a.run, k, body)
 	if err != nil {
-		b.Fatal(err)
+		return 0, err
 	}
 	t0 := time.Now()
 	tail, err := a.log.Append(context.Background(), a.tail, ev)
 	d := time.Since(t0)
 	if err != nil {
-		b.Fatal(err)
+		return 0, err
 	}
 	a.tail = tail
-	return d
+	return d, nil
+}
+
+// growStack is the gate's (gate/stack.go): it grows the goroutine's stack
+// to 32 KB at once.
+//
+//go:noinline
+func growStack(i int) byte {
+	var b [16 << 10]byte
+	return b[i%len(b)]
 }
 
 func median(ds []time.Duration) time.Duration {
