@@ -19,6 +19,8 @@ type anthropicMessages struct {
 	cfg    *Config
 	client anthropic.Client
 	tools  toolCache
+	// The request's fields around the system prompt, encoded once.
+	model, maxTokens, temperature string
 }
 
 func newAnthropic(cfg *Config) *anthropicMessages {
@@ -31,7 +33,11 @@ func newAnthropic(cfg *Config) *anthropicMessages {
 	if cfg.HTTPClient != nil {
 		opts = append(opts, option.WithHTTPClient(cfg.HTTPClient))
 	}
-	return &anthropicMessages{cfg: cfg, client: anthropic.NewClient(opts...)}
+	p := &anthropicMessages{cfg: cfg, client: anthropic.NewClient(opts...), model: field("model", cfg.Model), maxTokens: field("max_tokens", cfg.MaxTokens)}
+	if cfg.Temperature != nil {
+		p.temperature = field("temperature", *cfg.Temperature)
+	}
+	return p
 }
 
 type anthropicConv struct {
@@ -80,7 +86,8 @@ func toolInput(args string) json.RawMessage {
 	return json.RawMessage(`{}`)
 }
 
-// send posts the request as its bytes (see messages).
+// send posts the request as its bytes (see messages), handed to the SDK
+// as the body (see openAI's send).
 func (p *anthropicMessages) send(ctx context.Context, conv conversation, tools []events.ToolSpec) (events.ModelReplyBody, error) {
 	c := conv.(*anthropicConv)
 	if c.err != nil {
@@ -90,16 +97,15 @@ func (p *anthropicMessages) send(ctx context.Context, conv conversation, tools [
 	if err != nil {
 		return events.ModelReplyBody{}, fmt.Errorf("%w: tools: %w", errEncode, err)
 	}
-	fields := []string{field("model", p.cfg.Model), field("max_tokens", p.cfg.MaxTokens)}
+	fields := []string{p.model, p.maxTokens}
 	if c.system != "" {
 		fields = append(fields, c.system)
 	}
-	if p.cfg.Temperature != nil {
-		fields = append(fields, field("temperature", *p.cfg.Temperature))
+	if p.temperature != "" {
+		fields = append(fields, p.temperature)
 	}
-	var params anthropic.MessageNewParams
-	param.SetJSON(request("messages", &c.messages, ts, fields...), &params)
-	res, err := p.client.Messages.New(ctx, params)
+	body := request("messages", &c.messages, ts, fields...)
+	res, err := p.client.Messages.New(ctx, anthropic.MessageNewParams{}, option.WithRequestBody("application/json", body))
 	if err != nil {
 		return events.ModelReplyBody{}, err
 	}

@@ -3,22 +3,18 @@ package model
 import (
 	"context"
 	"fmt"
-
-	"github.com/openai/openai-go/v3"
-	"github.com/openai/openai-go/v3/packages/param"
 )
 
 // SendBody sends body, a request's bytes, through a's own SDK client as
-// its send does once the body is built, and reads the reply into the
-// SDK's types; nothing is recorded. BenchmarkStep's floor for the SDK.
+// its send does once the body is built (openAI.post), and reads the reply
+// into the SDK's types; nothing is recorded. BenchmarkStep's floor for
+// the SDK.
 func (a *Agent) SendBody(ctx context.Context, body []byte) error {
 	p, ok := a.p.(*openAI)
 	if !ok {
 		return fmt.Errorf("SendBody: provider %s, want %s", a.cfg.Provider, OpenAI)
 	}
-	var params openai.ChatCompletionNewParams
-	param.SetJSON(body, &params)
-	res, err := p.client.Chat.Completions.New(ctx, params)
+	res, err := p.post(ctx, body)
 	if err != nil {
 		return err
 	}

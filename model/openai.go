@@ -20,6 +20,7 @@ type openAI struct {
 	cfg    *Config
 	client openai.Client
 	tools  toolCache
+	fields []string // the request's fields before the messages, encoded once
 }
 
 func newOpenAI(cfg *Config) *openAI {
@@ -30,7 +31,11 @@ func newOpenAI(cfg *Config) *openAI {
 	if cfg.HTTPClient != nil {
 		opts = append(opts, option.WithHTTPClient(cfg.HTTPClient))
 	}
-	return &openAI{cfg: cfg, client: openai.NewClient(opts...)}
+	fields := []string{field("model", cfg.Model), field("max_tokens", cfg.MaxTokens)}
+	if cfg.Temperature != nil {
+		fields = append(fields, field("temperature", *cfg.Temperature))
+	}
+	return &openAI{cfg: cfg, client: openai.NewClient(opts...), fields: fields}
 }
 
 type openAIConv struct{ messages }
@@ -68,7 +73,11 @@ func (c *openAIConv) add(turns []render.Turn) {
 }
 
 // send posts the request as its bytes: the messages encoded once each
-// (see messages), the model, the limits and the tools.
+// (see messages), the model, the limits and the tools. The SDK is handed
+// the bytes as the request's body (option.WithRequestBody), its params
+// left empty: params set from the bytes (param.SetJSON) would have it
+// compact the whole body again at every call, work that grows with the
+// history (780 µs for 178 KB).
 func (p *openAI) send(ctx context.Context, conv conversation, tools []events.ToolSpec) (events.ModelReplyBody, error) {
 	c := conv.(*openAIConv)
 	if c.err != nil {
@@ -78,17 +87,16 @@ func (p *openAI) send(ctx context.Context, conv conversation, tools []events.Too
 	if err != nil {
 		return events.ModelReplyBody{}, fmt.Errorf("%w: tools: %w", errEncode, err)
 	}
-	fields := []string{field("model", p.cfg.Model), field("max_tokens", p.cfg.MaxTokens)}
-	if p.cfg.Temperature != nil {
-		fields = append(fields, field("temperature", *p.cfg.Temperature))
-	}
-	var params openai.ChatCompletionNewParams
-	param.SetJSON(request("messages", &c.messages, ts, fields...), &params)
-	res, err := p.client.Chat.Completions.New(ctx, params)
+	res, err := p.post(ctx, request("messages", &c.messages, ts, p.fields...))
 	if err != nil {
 		return events.ModelReplyBody{}, err
 	}
 	return openAIReply(res), nil
+}
+
+// post sends body through the SDK and reads the reply into its types.
+func (p *openAI) post(ctx context.Context, body []byte) (*openai.ChatCompletion, error) {
+	return p.client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{}, option.WithRequestBody("application/json", body))
 }
 
 // openAITool offers a tool as a function, its schema's bytes as they are.
