@@ -1,6 +1,7 @@
 package model
 
 import (
+	"bytes"
 	"encoding/json"
 	"strconv"
 	"unicode/utf8"
@@ -122,4 +123,22 @@ func appendString(b []byte, s string) []byte {
 	}
 	b = append(b, s[start:]...)
 	return append(b, '"')
+}
+
+// appendRaw appends raw, which must be valid JSON, as encoding/json's
+// Marshal writes a json.RawMessage: compacted, with <, >, &, U+2028 and
+// U+2029 escaped.
+func appendRaw(b []byte, raw []byte) []byte {
+	start := len(b)
+	buf := bytes.NewBuffer(b)
+	if err := json.Compact(buf, raw); err != nil {
+		return append(b, raw...) // not reached: the caller checked raw
+	}
+	b = buf.Bytes()
+	if bytes.ContainsAny(b[start:], "<>&\u2028\u2029") {
+		var esc bytes.Buffer
+		json.HTMLEscape(&esc, b[start:])
+		b = append(b[:start], esc.Bytes()...)
+	}
+	return b
 }

@@ -54,3 +54,15 @@ func FuzzOpenAITurn(f *testing.F) {
 		sameAsSDK(t, render.Turn{Text: text, Call: render.ToolCall{ID: id, Name: name, Arguments: args}, Result: &render.ToolResult{CallID: id, Content: content}})
 	})
 }
+
+// FuzzAnthropicTurn: whatever the model's text, call and arguments and
+// the tool's result hold, a turn renders to the bytes the SDK's params
+// encode to.
+func FuzzAnthropicTurn(f *testing.F) {
+	for i, a := range awkward {
+		f.Add(a, awkward[(i+1)%len(awkward)], awkward[(i+2)%len(awkward)], awkward[(i+3)%len(awkward)], a, i%2 == 0)
+	}
+	f.Fuzz(func(t *testing.T, text, id, name, args, content string, isError bool) {
+		sameAsAnthropicSDK(t, render.Turn{Text: text, Call: render.ToolCall{ID: id, Name: name, Arguments: args}, Result: &render.ToolResult{CallID: id, Content: content, IsError: isError}})
+	})
+}
