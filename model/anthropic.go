@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
@@ -19,6 +20,8 @@ type anthropicMessages struct {
 	cfg    *Config
 	client anthropic.Client
 	tools  toolCache
+	// The request's fields around the system prompt, encoded once.
+	model, maxTokens, temperature string
 }
 
 func newAnthropic(cfg *Config) *anthropicMessages {
@@ -31,7 +34,11 @@ func newAnthropic(cfg *Config) *anthropicMessages {
 	if cfg.HTTPClient != nil {
 		opts = append(opts, option.WithHTTPClient(cfg.HTTPClient))
 	}
-	return &anthropicMessages{cfg: cfg, client: anthropic.NewClient(opts...)}
+	p := &anthropicMessages{cfg: cfg, client: anthropic.NewClient(opts...), model: field("model", cfg.Model), maxTokens: field("max_tokens", cfg.MaxTokens)}
+	if cfg.Temperature != nil {
+		p.temperature = field("temperature", *cfg.Temperature)
+	}
+	return p
 }
 
 type anthropicConv struct {
@@ -50,22 +57,42 @@ func (p *anthropicMessages) start(system, input string) conversation {
 }
 
 // add renders each turn as the assistant's message with its text and one
-// tool_use, then a user message with the tool_result.
+// tool_use, then a user message with the tool_result. Both are written by
+// hand, the very bytes json.Marshal writes for the SDK's params
+// (NewAssistantMessage of a text block and NewToolUseBlock,
+// NewUserMessage of NewToolResultBlock), which
+// TestAnthropicTurn_SameAsSDK and FuzzAnthropicTurn hold equal.
 func (c *anthropicConv) add(turns []render.Turn) {
 	for _, t := range turns {
-		var blocks []anthropic.ContentBlockParamUnion
-		if t.Text != "" {
-			blocks = append(blocks, anthropic.NewTextBlock(t.Text))
-		}
-		blocks = append(blocks, anthropic.NewToolUseBlock(t.Call.ID, toolInput(t.Call.Arguments), t.Call.Name))
-		c.push(anthropic.NewAssistantMessage(blocks...))
+		c.buf = appendToolUse(c.next(), t)
 		c.bytes += len(t.Text) + len(t.Call.ID) + len(t.Call.Name) + len(t.Call.Arguments)
 		if t.Result != nil {
-			c.push(anthropic.NewUserMessage(anthropic.NewToolResultBlock(t.Result.CallID, t.Result.Content, t.Result.IsError)))
+			c.buf = appendToolResultBlock(c.next(), *t.Result)
 			c.bytes += len(t.Result.Content)
 		}
 		c.turns++
 	}
+}
+
+// appendToolUse appends the assistant's message for t's call.
+func appendToolUse(b []byte, t render.Turn) []byte {
+	b = append(b, `{"content":[`...)
+	if t.Text != "" {
+		b = appendString(append(b, `{"text":`...), t.Text)
+		b = append(b, `,"type":"text"},`...)
+	}
+	b = appendString(append(b, `{"id":`...), t.Call.ID)
+	b = appendRaw(append(b, `,"input":`...), toolInput(t.Call.Arguments))
+	b = appendString(append(b, `,"name":`...), t.Call.Name)
+	return append(b, `,"type":"tool_use"}],"role":"assistant"}`...)
+}
+
+// appendToolResultBlock appends the user message that answers a call.
+func appendToolResultBlock(b []byte, r render.ToolResult) []byte {
+	b = appendString(append(b, `{"content":[{"tool_use_id":`...), r.CallID)
+	b = strconv.AppendBool(append(b, `,"is_error":`...), r.IsError)
+	b = appendString(append(b, `,"content":[{"text":`...), r.Content)
+	return append(b, `,"type":"text"}],"type":"tool_result"}],"role":"user"}`...)
 }
 
 // toolInput is a call's arguments as a tool_use input: the model's bytes
@@ -80,7 +107,8 @@ func toolInput(args string) json.RawMessage {
 	return json.RawMessage(`{}`)
 }
 
-// send posts the request as its bytes (see messages).
+// send posts the request as its bytes (see messages), handed to the SDK
+// as the body (see openAI's send).
 func (p *anthropicMessages) send(ctx context.Context, conv conversation, tools []events.ToolSpec) (events.ModelReplyBody, error) {
 	c := conv.(*anthropicConv)
 	if c.err != nil {
@@ -90,16 +118,15 @@ func (p *anthropicMessages) send(ctx context.Context, conv conversation, tools [
 	if err != nil {
 		return events.ModelReplyBody{}, fmt.Errorf("%w: tools: %w", errEncode, err)
 	}
-	fields := []string{field("model", p.cfg.Model), field("max_tokens", p.cfg.MaxTokens)}
+	fields := []string{p.model, p.maxTokens}
 	if c.system != "" {
 		fields = append(fields, c.system)
 	}
-	if p.cfg.Temperature != nil {
-		fields = append(fields, field("temperature", *p.cfg.Temperature))
+	if p.temperature != "" {
+		fields = append(fields, p.temperature)
 	}
-	var params anthropic.MessageNewParams
-	param.SetJSON(request("messages", &c.messages, ts, fields...), &params)
-	res, err := p.client.Messages.New(ctx, params)
+	body := request("messages", &c.messages, ts, fields...)
+	res, err := p.client.Messages.New(ctx, anthropic.MessageNewParams{}, option.WithRequestBody("application/json", body))
 	if err != nil {
 		return events.ModelReplyBody{}, err
 	}

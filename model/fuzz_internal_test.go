@@ -6,6 +6,7 @@ import (
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/arbiter-run/arbiter/events"
+	"github.com/arbiter-run/arbiter/render"
 	"github.com/openai/openai-go/v3"
 )
 
@@ -41,4 +42,27 @@ func check(t *testing.T, r events.ModelReplyBody) {
 	if err == nil && (d.Final == nil || d.Final.Text != r.Text || r.Text == "") {
 		t.Fatalf("after the calls: decided %+v with no error, want the text %q as the answer", d, r.Text)
 	}
+}
+
+// FuzzOpenAITurn: whatever the model's text, call and the tool's result
+// hold, a turn renders to the bytes the SDK's params encode to.
+func FuzzOpenAITurn(f *testing.F) {
+	for i, a := range awkward {
+		f.Add(a, awkward[(i+1)%len(awkward)], awkward[(i+2)%len(awkward)], a, awkward[(i+3)%len(awkward)])
+	}
+	f.Fuzz(func(t *testing.T, text, id, name, args, content string) {
+		sameAsSDK(t, render.Turn{Text: text, Call: render.ToolCall{ID: id, Name: name, Arguments: args}, Result: &render.ToolResult{CallID: id, Content: content}})
+	})
+}
+
+// FuzzAnthropicTurn: whatever the model's text, call and arguments and
+// the tool's result hold, a turn renders to the bytes the SDK's params
+// encode to.
+func FuzzAnthropicTurn(f *testing.F) {
+	for i, a := range awkward {
+		f.Add(a, awkward[(i+1)%len(awkward)], awkward[(i+2)%len(awkward)], awkward[(i+3)%len(awkward)], a, i%2 == 0)
+	}
+	f.Fuzz(func(t *testing.T, text, id, name, args, content string, isError bool) {
+		sameAsAnthropicSDK(t, render.Turn{Text: text, Call: render.ToolCall{ID: id, Name: name, Arguments: args}, Result: &render.ToolResult{CallID: id, Content: content, IsError: isError}})
+	})
 }

@@ -20,6 +20,7 @@ type openAI struct {
 	cfg    *Config
 	client openai.Client
 	tools  toolCache
+	fields []string // the request's fields before the messages, encoded once
 }
 
 func newOpenAI(cfg *Config) *openAI {
@@ -30,7 +31,11 @@ func newOpenAI(cfg *Config) *openAI {
 	if cfg.HTTPClient != nil {
 		opts = append(opts, option.WithHTTPClient(cfg.HTTPClient))
 	}
-	return &openAI{cfg: cfg, client: openai.NewClient(opts...)}
+	fields := []string{field("model", cfg.Model), field("max_tokens", cfg.MaxTokens)}
+	if cfg.Temperature != nil {
+		fields = append(fields, field("temperature", *cfg.Temperature))
+	}
+	return &openAI{cfg: cfg, client: openai.NewClient(opts...), fields: fields}
 }
 
 type openAIConv struct{ messages }
@@ -47,28 +52,49 @@ func (p *openAI) start(system, input string) conversation {
 
 // add renders each turn as the assistant's message with its one tool
 // call (and the text the model sent with it), then the call's result.
+// Both are written by hand: the very bytes json.Marshal writes for the
+// SDK's params (a ChatCompletionAssistantMessageParam with one function
+// tool call, a ToolMessage), which TestOpenAITurn_SameAsSDK and
+// FuzzOpenAITurn hold equal, at a fraction of the cost of the SDK's
+// reflective encoder (a step's turn: 50 allocations and about 12 µs).
 func (c *openAIConv) add(turns []render.Turn) {
 	for _, t := range turns {
-		call := openai.ChatCompletionMessageToolCallUnionParam{OfFunction: &openai.ChatCompletionMessageFunctionToolCallParam{
-			ID:       t.Call.ID,
-			Function: openai.ChatCompletionMessageFunctionToolCallFunctionParam{Name: t.Call.Name, Arguments: t.Call.Arguments},
-		}}
-		asst := openai.ChatCompletionAssistantMessageParam{ToolCalls: []openai.ChatCompletionMessageToolCallUnionParam{call}}
-		if t.Text != "" {
-			asst.Content.OfString = param.NewOpt(t.Text)
-		}
-		c.push(openai.ChatCompletionMessageParamUnion{OfAssistant: &asst})
+		c.buf = appendAssistant(c.next(), t)
 		c.bytes += len(t.Text) + len(t.Call.ID) + len(t.Call.Name) + len(t.Call.Arguments)
 		if t.Result != nil {
-			c.push(openai.ToolMessage(t.Result.Content, t.Result.CallID))
+			c.buf = appendToolResult(c.next(), *t.Result)
 			c.bytes += len(t.Result.Content)
 		}
 		c.turns++
 	}
 }
 
+// appendAssistant appends the assistant's message for t's call.
+func appendAssistant(b []byte, t render.Turn) []byte {
+	b = append(b, '{')
+	if t.Text != "" {
+		b = appendString(append(b, `"content":`...), t.Text)
+		b = append(b, ',')
+	}
+	b = appendString(append(b, `"tool_calls":[{"id":`...), t.Call.ID)
+	b = appendString(append(b, `,"function":{"arguments":`...), t.Call.Arguments)
+	b = appendString(append(b, `,"name":`...), t.Call.Name)
+	return append(b, `},"type":"function"}],"role":"assistant"}`...)
+}
+
+// appendToolResult appends the tool message that answers a call.
+func appendToolResult(b []byte, r render.ToolResult) []byte {
+	b = appendString(append(b, `{"content":`...), r.Content)
+	b = appendString(append(b, `,"tool_call_id":`...), r.CallID)
+	return append(b, `,"role":"tool"}`...)
+}
+
 // send posts the request as its bytes: the messages encoded once each
-// (see messages), the model, the limits and the tools.
+// (see messages), the model, the limits and the tools. The SDK is handed
+// the bytes as the request's body (option.WithRequestBody), its params
+// left empty: params set from the bytes (param.SetJSON) would have it
+// compact the whole body again at every call, work that grows with the
+// history (780 µs for 178 KB).
 func (p *openAI) send(ctx context.Context, conv conversation, tools []events.ToolSpec) (events.ModelReplyBody, error) {
 	c := conv.(*openAIConv)
 	if c.err != nil {
@@ -78,17 +104,16 @@ func (p *openAI) send(ctx context.Context, conv conversation, tools []events.Too
 	if err != nil {
 		return events.ModelReplyBody{}, fmt.Errorf("%w: tools: %w", errEncode, err)
 	}
-	fields := []string{field("model", p.cfg.Model), field("max_tokens", p.cfg.MaxTokens)}
-	if p.cfg.Temperature != nil {
-		fields = append(fields, field("temperature", *p.cfg.Temperature))
-	}
-	var params openai.ChatCompletionNewParams
-	param.SetJSON(request("messages", &c.messages, ts, fields...), &params)
-	res, err := p.client.Chat.Completions.New(ctx, params)
+	res, err := p.post(ctx, request("messages", &c.messages, ts, p.fields...))
 	if err != nil {
 		return events.ModelReplyBody{}, err
 	}
 	return openAIReply(res), nil
+}
+
+// post sends body through the SDK and reads the reply into its types.
+func (p *openAI) post(ctx context.Context, body []byte) (*openai.ChatCompletion, error) {
+	return p.client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{}, option.WithRequestBody("application/json", body))
 }
 
 // openAITool offers a tool as a function, its schema's bytes as they are.

@@ -5,9 +5,13 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/arbiter-run/arbiter/driver"
 	"github.com/arbiter-run/arbiter/events"
 	"github.com/arbiter-run/arbiter/projector"
+	"github.com/arbiter-run/arbiter/render"
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/packages/param"
 )
 
 func history(n int) projector.Steps {
@@ -44,6 +48,84 @@ func TestAgent_ConversationRendersOnlyNewSteps(t *testing.T) {
 		if msgsJSON(t, c) != msgsJSON(t, want) {
 			t.Errorf("%s: cached conversation differs from a fresh one", provider)
 		}
+	}
+}
+
+// awkward are strings each JSON encoder may write its own way: HTML's
+// characters, the separators JavaScript reads as line ends, control
+// bytes, quotes, invalid UTF-8.
+var awkward = []string{"", "ok", `<a href="x">&amp;</a>`, "</script>", "\u2028 and \u2029", "\x00\x01\x1f\x7f",
+	"\b\f\n\r\t", "bad \xff\xfe bytes", "\xe2\x80", "é 日本 🙂", `\"quoted\" \\`, `{"path":"notes.txt"}`, "\ufeff\ufffd",
+	"{ \"a\" : \"<b>&\u2028\" ,\n \"n\": [1, 2.5e3, null, true] }", "{\"bad\":\"\xff\"}", "[1]", "{\"x\":"}
+
+// TestOpenAITurn_SameAsSDK: the assistant's message and the tool message
+// a turn renders to are the bytes json.Marshal writes for the SDK's own
+// params, whatever the strings hold.
+func TestOpenAITurn_SameAsSDK(t *testing.T) {
+	for i, a := range awkward {
+		for _, b := range awkward {
+			sameAsSDK(t, render.Turn{Text: a, Call: render.ToolCall{ID: b, Name: awkward[(i+1)%len(awkward)], Arguments: a + b},
+				Result: &render.ToolResult{CallID: b, Content: a}})
+		}
+	}
+}
+
+// sameAsSDK fails t unless tr renders as the SDK's params encode.
+func sameAsSDK(t *testing.T, tr render.Turn) {
+	t.Helper()
+	var c openAIConv
+	c.add([]render.Turn{tr})
+	call := openai.ChatCompletionMessageToolCallUnionParam{OfFunction: &openai.ChatCompletionMessageFunctionToolCallParam{
+		ID:       tr.Call.ID,
+		Function: openai.ChatCompletionMessageFunctionToolCallFunctionParam{Name: tr.Call.Name, Arguments: tr.Call.Arguments},
+	}}
+	asst := openai.ChatCompletionAssistantMessageParam{ToolCalls: []openai.ChatCompletionMessageToolCallUnionParam{call}}
+	if tr.Text != "" {
+		asst.Content.OfString = param.NewOpt(tr.Text)
+	}
+	var want messages
+	want.push(openai.ChatCompletionMessageParamUnion{OfAssistant: &asst})
+	want.push(openai.ToolMessage(tr.Result.Content, tr.Result.CallID))
+	if want.err != nil {
+		t.Fatalf("the SDK's params: %v", want.err)
+	}
+	if string(c.buf) != string(want.buf) {
+		t.Fatalf("turn %+v:\n got %s\nwant %s", tr, c.buf, want.buf)
+	}
+}
+
+// TestAnthropicTurn_SameAsSDK: the assistant's message and the user
+// message with the tool result a turn renders to are the bytes
+// json.Marshal writes for the SDK's own params, whatever the strings and
+// the arguments hold.
+func TestAnthropicTurn_SameAsSDK(t *testing.T) {
+	for i, a := range awkward {
+		for _, b := range awkward {
+			sameAsAnthropicSDK(t, render.Turn{Text: a, Call: render.ToolCall{ID: b, Name: awkward[(i+1)%len(awkward)], Arguments: b},
+				Result: &render.ToolResult{CallID: b, Content: a, IsError: i%2 == 0}})
+		}
+	}
+}
+
+// sameAsAnthropicSDK fails t unless tr renders as the SDK's params
+// encode.
+func sameAsAnthropicSDK(t *testing.T, tr render.Turn) {
+	t.Helper()
+	var c anthropicConv
+	c.add([]render.Turn{tr})
+	var blocks []anthropic.ContentBlockParamUnion
+	if tr.Text != "" {
+		blocks = append(blocks, anthropic.NewTextBlock(tr.Text))
+	}
+	blocks = append(blocks, anthropic.NewToolUseBlock(tr.Call.ID, toolInput(tr.Call.Arguments), tr.Call.Name))
+	var want messages
+	want.push(anthropic.NewAssistantMessage(blocks...))
+	want.push(anthropic.NewUserMessage(anthropic.NewToolResultBlock(tr.Result.CallID, tr.Result.Content, tr.Result.IsError)))
+	if want.err != nil {
+		t.Fatalf("the SDK's params: %v", want.err)
+	}
+	if string(c.buf) != string(want.buf) {
+		t.Fatalf("turn %+v:\n got %s\nwant %s", tr, c.buf, want.buf)
 	}
 }
 
