@@ -181,6 +181,9 @@ type Run struct {
 	agent  Agent
 	spec   *foreseen
 	specAt events.Tail
+	// stop is the drive's stop (see [Driver.DriveUntil]): once it is
+	// closed, nothing is prepared for a next step the drive will not take.
+	stop <-chan struct{}
 	// checkedGrant is the decision event of the budget grant r waits on
 	// once this driver checked it (see settle): the agent is asked next,
 	// and its attempt uses the grant.
@@ -405,7 +408,7 @@ func (d *Driver) send(ctx context.Context, r *Run, e prepared) (*pending, error)
 	}
 	if err := pa.view.ApplyWith(p.Event(), fold); err != nil {
 		pa.fold = fmt.Errorf("fold own event: %w", err)
-	} else if k == events.StepObserved && !pa.view.Run.Status.Ended() {
+	} else if k == events.StepObserved && !pa.view.Run.Status.Ended() && !closed(r.stop) {
 		// An observation is most often followed by the agent's next
 		// decision: copy the view for it now, while the server works,
 		// and a pure agent is asked for it too (see [Pure]).
@@ -462,4 +465,14 @@ func (d *Driver) NeedsAgent(r *Run) bool {
 // run nobody can drive (its agent is offered by no worker, say).
 func (d *Driver) Fail(ctx context.Context, r *Run, reason events.EndReason, detail string) error {
 	return d.append(ctx, r, r.ID(), events.RunFailed, events.EndBody{Reason: reason, Detail: detail})
+}
+
+// closed reports whether ch is closed (a nil ch never is).
+func closed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
 }

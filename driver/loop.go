@@ -30,8 +30,8 @@ func (d *Driver) Drive(ctx context.Context, r *Run, agent Agent) error {
 // and hands the run back without cutting a tool short. It returns
 // [ErrStopped] then.
 func (d *Driver) DriveUntil(ctx context.Context, r *Run, agent Agent, stop <-chan struct{}) error {
-	r.agent = agent
-	defer func() { r.agent, r.spec = nil, nil }()
+	r.agent, r.stop = agent, stop
+	defer func() { r.agent, r.spec, r.stop = nil, nil, nil }()
 	for {
 		if err := ctx.Err(); err != nil {
 			return err
