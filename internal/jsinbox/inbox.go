@@ -116,6 +116,11 @@ func (b *Inbox) route(m *nats.Msg) {
 	if s == "" || s[0] == '0' {
 		return
 	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !(c >= '0' && c <= '9' || c >= 'a' && c <= 'z') {
+			return // ParseUint would take upper case too
+		}
+	}
 	tok, err := strconv.ParseUint(s, 36, 64)
 	if err != nil {
 		return

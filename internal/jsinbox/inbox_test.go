@@ -204,3 +204,52 @@ func TestAPIPrefix(t *testing.T) {
 		}
 	}
 }
+
+// TestInbox_OnlyTheExactTokenReachesItsWaiter publishes replies on subjects that name a waiter's token otherwise
+// than register wrote it (a leading zero, a sign, a suffix, another case,
+// a number too large, nothing): none reaches the waiter, and the exact
+// subject still does.
+func TestInbox_OnlyTheExactTokenReachesItsWaiter(t *testing.T) {
+	nc, _ := serve(t)
+	b, err := For(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := nc // what another client could publish on the inbox's subjects
+	ch := make(chan reply, 16)
+	// Skip ahead so the token has letters in base 36.
+	b.mu.Lock()
+	b.next = 36*36 + 10
+	b.mu.Unlock()
+	tok, subject := b.register(waiter{ch: ch, many: true})
+	defer b.forget(tok)
+	if want := b.base + "10b"; subject != want {
+		t.Fatalf("reply subject %q, want %q", subject, want)
+	}
+	for _, s := range []string{"010b", "+10b", "10b0", "10B", "10b.x", "zzzzzzzzzzzzzzzzzzzz"} {
+		if err := other.Publish(b.base+s, []byte("forged "+s)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := other.Publish(subject, []byte("real")); err != nil {
+		t.Fatal(err)
+	}
+	if err := other.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case r := <-ch:
+		if string(r.m.Data) != "real" {
+			t.Fatalf("the waiter got %q (on %s)", r.m.Data, r.m.Subject)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the exact reply never arrived")
+	}
+	// The forged ones were published first, on the same connection, so
+	// they were routed before the real one: nothing else is queued.
+	select {
+	case r := <-ch:
+		t.Fatalf("a second reply reached the waiter: %q (on %s)", r.m.Data, r.m.Subject)
+	default:
+	}
+}
