@@ -8,9 +8,10 @@ package gate
 // publish), and each doubling copies the whole stack and walks every frame
 // on it to move its pointers: 15-20 µs a call through the gateway,
 // against about 5 µs for this one growth (docs/performance.md, "Gate and
-// gateway"). A 16 KB stack is not enough for a drive. On a stack already that large it only zeroes its frame. The
-// frame is 16 KB: with the caller's frames above it the runtime takes the
-// next size up that fits, 32 KB. (CockroachDB's util/growstack does the
+// gateway"). A 16 KB stack is not enough for a drive. The frame is 16
+// KB: with the caller's frames above it the runtime takes the next size up
+// that fits, 32 KB. On a stack already that large it only zeroes its
+// frame. (CockroachDB's util/growstack does the
 // same for its storage paths.)
 //
 //go:noinline
