@@ -18,83 +18,39 @@ func cutUTF8(s string, n int) string {
 	return s[:n]
 }
 
-// valid returns s with any invalid UTF-8 replaced by U+FFFD. JSON cannot
-// hold invalid UTF-8 (encoding/json would replace it too), so the driver
-// records the replaced text, and the value it folds is the value stored.
-func valid(s string) string {
-	if utf8.ValidString(s) {
-		return s
-	}
-	return strings.ToValidUTF8(s, "\uFFFD")
-}
-
 // clean returns body with every free-text field made valid UTF-8, and
 // whether body is of a kind whose every field then survives a JSON round
 // trip unchanged, so the driver may fold the value it holds instead of
 // decoding what it stored (projector.View.ApplyWith). A body whose text
 // is valid already, as nearly every body is, is returned as it came.
+//
+// JSON cannot hold invalid UTF-8 (encoding/json would replace it too), so
+// the driver records the replaced text, and the value it folds is the
+// value stored.
 func clean(body any) (any, bool) {
 	var c cleaner
 	switch b := body.(type) {
 	case events.StepDecidedBody:
 		// Args is valid UTF-8 or kept as bytes (decidedBody).
-		b.Tool, b.CallID, b.Reason = c.valid(b.Tool), c.valid(b.CallID), c.valid(b.Reason)
-		if b.Policy != nil {
-			if p, changed := cleanPolicy(*b.Policy); changed {
-				b.Policy, c.changed = &p, true
-			}
-		}
-		if !c.changed {
-			return body, true
-		}
-		return b, true
+		b.Tool, b.CallID, b.Reason = c.text(b.Tool), c.text(b.CallID), c.text(b.Reason)
+		b.Policy = c.policy(b.Policy)
+		return cleaned(&c, body, b)
 	case events.PolicyBody:
-		p, changed := cleanPolicy(b)
-		c.changed = changed
-		if !c.changed {
-			return body, true
-		}
-		return p, true
+		return cleaned(&c, body, *c.policy(&b))
 	case events.ObservedBody:
-		b.Content = c.valid(b.Content)
-		if !c.changed {
-			return body, true
-		}
-		return b, true
+		b.Content = c.text(b.Content)
+		return cleaned(&c, body, b)
 	case events.InterruptedBody:
-		if b.Observation != nil {
-			if o := *b.Observation; !utf8.ValidString(o.Content) {
-				o.Content = c.valid(o.Content)
-				b.Observation = &o
-			}
-		}
-		if !c.changed {
-			return body, true
-		}
-		return b, true
+		b.Observation = c.observation(b.Observation)
+		return cleaned(&c, body, b)
 	case events.EndBody:
-		b.Detail, b.Result = c.valid(b.Detail), c.valid(b.Result)
-		if b.Policy != nil {
-			if p, changed := cleanPolicy(*b.Policy); changed {
-				b.Policy, c.changed = &p, true
-			}
-		}
-		if b.Observation != nil {
-			if o := *b.Observation; !utf8.ValidString(o.Content) {
-				o.Content = c.valid(o.Content)
-				b.Observation = &o
-			}
-		}
-		if !c.changed {
-			return body, true
-		}
-		return b, true
+		b.Detail, b.Result = c.text(b.Detail), c.text(b.Result)
+		b.Policy = c.policy(b.Policy)
+		b.Observation = c.observation(b.Observation)
+		return cleaned(&c, body, b)
 	case events.RefusedBody:
-		b.Reason, b.Operator = c.valid(b.Reason), c.valid(b.Operator)
-		if !c.changed {
-			return body, true
-		}
-		return b, true
+		b.Reason, b.Operator = c.text(b.Reason), c.text(b.Operator)
+		return cleaned(&c, body, b)
 	case events.ExpiredBody, events.RunToolsBody:
 		// Ids, and specs whose text Compile held to UTF-8.
 		return body, true
@@ -102,25 +58,48 @@ func clean(body any) (any, bool) {
 	return body, false
 }
 
-// cleanPolicy is clean for a policy result, and whether it changed.
-func cleanPolicy(b events.PolicyBody) (events.PolicyBody, bool) {
-	var c cleaner
-	b.Reason = c.valid(b.Reason)
-	if b.Approval != nil && !(utf8.ValidString(b.Approval.Kind) && utf8.ValidString(b.Approval.Reason)) {
-		a := *b.Approval
-		a.Kind, a.Reason = c.valid(a.Kind), c.valid(a.Reason)
-		b.Approval = &a
+// cleaned is clean's answer: body as it came when c changed nothing, the
+// cleaned value b otherwise (boxed only then).
+func cleaned[T any](c *cleaner, body any, b T) (any, bool) {
+	if !c.changed {
+		return body, true
 	}
-	return b, c.changed
+	return b, true
 }
 
-// cleaner makes text valid and remembers whether any was not.
+// cleaner makes text valid UTF-8 and remembers whether any was not. What
+// it changes behind a pointer it copies first; what it leaves alone it
+// hands back as it came.
 type cleaner struct{ changed bool }
 
-func (c *cleaner) valid(s string) string {
+func (c *cleaner) text(s string) string {
 	if utf8.ValidString(s) {
 		return s
 	}
 	c.changed = true
 	return strings.ToValidUTF8(s, "\uFFFD")
+}
+
+func (c *cleaner) policy(p *events.PolicyBody) *events.PolicyBody {
+	if p == nil || utf8.ValidString(p.Reason) && (p.Approval == nil || utf8.ValidString(p.Approval.Kind) && utf8.ValidString(p.Approval.Reason)) {
+		return p
+	}
+	b := *p
+	b.Reason = c.text(b.Reason)
+	if b.Approval != nil {
+		a := *b.Approval
+		a.Kind, a.Reason = c.text(a.Kind), c.text(a.Reason)
+		b.Approval = &a
+	}
+	c.changed = true
+	return &b
+}
+
+func (c *cleaner) observation(o *events.ObservedBody) *events.ObservedBody {
+	if o == nil || utf8.ValidString(o.Content) {
+		return o
+	}
+	cp := *o
+	cp.Content = c.text(cp.Content)
+	return &cp
 }
