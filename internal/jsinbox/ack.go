@@ -28,7 +28,7 @@ type Ack struct {
 	b     *Inbox
 	msg   *nats.Msg
 	ch    chan reply
-	token uint64
+	token string
 	sent  time.Time // the first publish
 	took  time.Duration
 }

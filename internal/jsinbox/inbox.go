@@ -21,7 +21,7 @@ type Inbox struct {
 
 	mu   sync.Mutex
 	next uint64
-	wait map[uint64]waiter // by token, the base-36 suffix of a reply subject
+	wait map[string]waiter // by token: a reply subject's last token
 }
 
 // reply is a message that came back to the inbox, with when it arrived.
@@ -52,7 +52,7 @@ func For(nc *nats.Conn) (*Inbox, error) {
 	if b := inboxes.m[nc]; b != nil {
 		return b, nil
 	}
-	b := &Inbox{nc: nc, base: nc.NewInbox() + ".", wait: map[uint64]waiter{}, closed: make(chan struct{})}
+	b := &Inbox{nc: nc, base: nc.NewInbox() + ".", wait: map[string]waiter{}, closed: make(chan struct{})}
 	sub, err := nc.Subscribe(b.base+"*", b.route)
 	if err != nil {
 		return nil, fmt.Errorf("subscribe to replies on %s*: %w", b.base, err)
@@ -89,18 +89,19 @@ func For(nc *nats.Conn) (*Inbox, error) {
 func (b *Inbox) MaxPayload() int64 { return b.nc.MaxPayload() }
 
 // register returns a fresh token whose replies go to w, and the reply
-// subject that names it.
-func (b *Inbox) register(w waiter) (tok uint64, subject string) {
+// subject that names it. The token is the subject's tail: one string.
+func (b *Inbox) register(w waiter) (tok, subject string) {
 	b.mu.Lock()
+	defer b.mu.Unlock()
 	b.next++
-	tok = b.next
-	b.wait[tok] = w
-	b.mu.Unlock()
 	var buf [128]byte
-	return tok, string(strconv.AppendUint(append(buf[:0], b.base...), tok, 36))
+	subject = string(strconv.AppendUint(append(buf[:0], b.base...), b.next, 36))
+	tok = subject[len(b.base):]
+	b.wait[tok] = w
+	return tok, subject
 }
 
-func (b *Inbox) forget(tok uint64) {
+func (b *Inbox) forget(tok string) {
 	b.mu.Lock()
 	delete(b.wait, tok)
 	b.mu.Unlock()
@@ -111,20 +112,7 @@ func (b *Inbox) forget(tok uint64) {
 // made room for (the server sends at most what was asked): the
 // subscription never blocks.
 func (b *Inbox) route(m *nats.Msg) {
-	// Only a token exactly as register formats it names a waiter.
-	s := m.Subject[len(b.base):]
-	if s == "" || s[0] == '0' {
-		return
-	}
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; !(c >= '0' && c <= '9' || c >= 'a' && c <= 'z') {
-			return // ParseUint would take upper case too
-		}
-	}
-	tok, err := strconv.ParseUint(s, 36, 64)
-	if err != nil {
-		return
-	}
+	tok := m.Subject[len(b.base):]
 	b.mu.Lock()
 	w, ok := b.wait[tok]
 	if ok && !w.many {
