@@ -189,14 +189,18 @@ func (l *Log) shardPrefix(k int) string {
 // Subject returns the subject an event of kind k of run is stored on:
 // "<prefix>.<run>.<kind>" (with the shard as a token after the prefix when
 // there is more than one shard).
-func (l *Log) Subject(run string, k Kind) string {
-	return l.shardPrefix(l.Shard(run)) + "." + run + "." + string(k)
+func (l *Log) Subject(run string, k Kind) string { return l.subjectOn(l.Shard(run), run, k) }
+
+func (l *Log) subjectOn(shard int, run string, k Kind) string {
+	return l.shardPrefix(shard) + "." + run + "." + string(k)
 }
 
 // RunFilter returns the subject filter matching every event of run. It is
 // the fence subject: every writer to a run fences on this same string.
-func (l *Log) RunFilter(run string) string {
-	return l.shardPrefix(l.Shard(run)) + "." + run + ".>"
+func (l *Log) RunFilter(run string) string { return l.runFilterOn(l.Shard(run), run) }
+
+func (l *Log) runFilterOn(shard int, run string) string {
+	return l.shardPrefix(shard) + "." + run + ".>"
 }
 
 // CheckSubject reports whether e was stored on the subject its run and kind

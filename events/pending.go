@@ -73,9 +73,9 @@ func (l *Log) Begin(ctx context.Context, tail Tail, ev Event) (*Pending, error) 
 	p := &Pending{
 		l:       l,
 		rec:     Record{Event: ev, Data: data, Stream: l.StreamName(shard)},
-		subject: l.Subject(ev.Run, ev.Kind),
+		subject: l.subjectOn(shard, ev.Run, ev.Kind),
 	}
-	p.vals = [3]string{ev.ID, strconv.FormatUint(tail.Seq, 10), l.RunFilter(ev.Run)}
+	p.vals = [3]string{ev.ID, strconv.FormatUint(tail.Seq, 10), l.runFilterOn(shard, ev.Run)}
 	p.msg = nats.Msg{
 		Subject: p.subject,
 		Data:    data,
