@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/arbiter-run/arbiter/jsonform"
 	"github.com/oklog/ulid/v2"
@@ -150,47 +149,8 @@ func (e Event) Encode() ([]byte, error) {
 }
 
 // appendString appends s as a JSON string, exactly as encoding/json writes
-// it without HTML escaping: ASCII directly, with the escapes it uses for
-// quotes, backslashes and control characters; a string with anything
-// beyond ASCII (where U+2028, U+2029 and invalid UTF-8 have rules of their
-// own) through encoding/json itself.
-func appendString(b []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		if s[i] >= utf8.RuneSelf {
-			q, _ := encodeJSON(s) // a string always encodes
-			return append(b, q...)
-		}
-	}
-	const hex = "0123456789abcdef"
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c >= 0x20 && c != '"' && c != '\\' {
-			continue
-		}
-		b = append(b, s[start:i]...)
-		switch c {
-		case '"', '\\':
-			b = append(b, '\\', c)
-		case '\b':
-			b = append(b, '\\', 'b')
-		case '\f':
-			b = append(b, '\\', 'f')
-		case '\n':
-			b = append(b, '\\', 'n')
-		case '\r':
-			b = append(b, '\\', 'r')
-		case '\t':
-			b = append(b, '\\', 't')
-		default:
-			b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
-		}
-		start = i + 1
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
-}
+// it without HTML escaping (see encodeJSON).
+func appendString(b []byte, s string) []byte { return jsonform.AppendQuoted(b, s, false) }
 
 // Decode parses stored bytes into an event. It refuses anything that is not
 // one boundary-clean JSON value (see [jsonform.Validate]), an unknown version or

@@ -4,7 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"strconv"
-	"unicode/utf8"
+
+	"github.com/arbiter-run/arbiter/jsonform"
 )
 
 // messages is a conversation's messages encoded once each, as a JSON
@@ -69,61 +70,9 @@ func field(name string, v any) string {
 	return strconv.Quote(name) + ":" + string(b)
 }
 
-// appendString appends s as a JSON string exactly as encoding/json's
-// Marshal writes it: <, > and & escaped (\u003c, \u003e, \u0026), as
-// are U+2028 and U+2029; \b, \f, \n, \r and \t short, other control
-// bytes as \u00XX; each byte of invalid UTF-8 as \ufffd.
-func appendString(b []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		if c := s[i]; c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\b':
-				b = append(b, '\\', 'b')
-			case '\f':
-				b = append(b, '\\', 'f')
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xF])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-			i++
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
-			b = append(b, s[start:i]...)
-			b = append(b, '\\', 'u', '2', '0', '2', hex[r&0xF])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
-}
+// appendString appends s as json.Marshal writes a string (HTML
+// characters escaped), as the SDK's own encoding of its params does.
+func appendString(b []byte, s string) []byte { return jsonform.AppendQuoted(b, s, true) }
 
 // appendRaw appends raw, which must be valid JSON, as encoding/json's
 // Marshal writes a json.RawMessage: compacted, with <, >, &, U+2028 and
