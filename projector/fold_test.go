@@ -1171,3 +1171,25 @@ func TestView_SummaryAndDecisionAgreeWithStep(t *testing.T) {
 		t.Errorf("changing a decision's copy changed the view")
 	}
 }
+
+// TestView_CloneToolsDoNotShareRoom: a clone's tool specs share one
+// allocation for their schemas and one for their name lists; appending to
+// one of them must not write into the next.
+func TestView_CloneToolsDoNotShareRoom(t *testing.T) {
+	v := projector.View{Run: projector.Run{Tools: []events.ToolSpec{
+		{Name: "a", Schema: json.RawMessage(`{"a":1}`), Data: []string{"d1"}, Tags: []string{"t1"}},
+		{Name: "b", Schema: json.RawMessage(`{"b":2}`), Data: []string{"d2"}, Tags: []string{}},
+	}}}
+	want := v.Clone()
+	c := v.Clone()
+	_ = append(c.Run.Tools[0].Schema, 'X')
+	_ = append(c.Run.Tools[0].Data, "X")
+	_ = append(c.Run.Tools[0].Tags, "X")
+	_ = append(c.Run.Tools[1].Data, "X")
+	if !reflect.DeepEqual(c, want) {
+		t.Fatalf("appending to one spec's slices changed another's:\n got %+v\nwant %+v", c.Run.Tools, want.Run.Tools)
+	}
+	if c.Run.Tools[1].Tags == nil {
+		t.Fatal("an empty tag list came back nil")
+	}
+}

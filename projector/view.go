@@ -326,33 +326,35 @@ func cloneTools(ts []events.ToolSpec) []events.ToolSpec {
 	}
 	// Every schema's bytes in one allocation and every name list in
 	// another: a view is copied for the agent and the policy every step.
-	var bytes, names int
+	var nb, ns int
 	for _, t := range ts {
-		bytes += len(t.Schema)
-		names += len(t.Data) + len(t.Tags)
+		nb += len(t.Schema)
+		ns += len(t.Data) + len(t.Tags)
 	}
-	arena := make([]byte, 0, bytes)
-	strs := make([]string, 0, names)
+	bytes, names := make([]byte, 0, nb), make([]string, 0, ns)
 	out := make([]events.ToolSpec, len(ts))
 	for i, t := range ts {
-		if t.Schema != nil {
-			arena = append(arena, t.Schema...)
-			t.Schema = arena[len(arena)-len(t.Schema) : len(arena) : len(arena)]
-		}
-		if t.Data != nil {
-			strs = append(strs, t.Data...)
-			t.Data = strs[len(strs)-len(t.Data) : len(strs) : len(strs)]
-		}
-		if t.Tags != nil {
-			strs = append(strs, t.Tags...)
-			t.Tags = strs[len(strs)-len(t.Tags) : len(strs) : len(strs)]
-		}
+		t.Schema = carve(&bytes, t.Schema)
+		t.Data = carve(&names, t.Data)
+		t.Tags = carve(&names, t.Tags)
 		out[i] = t
 	}
 	return out
 }
 
 func cloneRaw(b json.RawMessage) json.RawMessage { return cloneSlice(b) }
+
+// carve copies s to the end of arena (whose capacity the caller sized) and
+// returns the copy, capped so that appending to it cannot reach what is
+// carved after it; nil stays nil and empty empty, as cloneSlice keeps them.
+func carve[S ~[]E, E any](arena *[]E, s S) S {
+	if s == nil {
+		return nil
+	}
+	*arena = append(*arena, s...)
+	n := len(*arena)
+	return S((*arena)[n-len(s) : n : n])
+}
 
 // cloneSlice copies s, keeping nil nil and empty empty, so a clone is
 // reflect.DeepEqual to its original.
