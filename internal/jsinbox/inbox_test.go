@@ -205,17 +205,32 @@ func TestAPIPrefix(t *testing.T) {
 	}
 }
 
-// TestInbox_OnlyTheExactTokenReachesItsWaiter publishes replies on subjects that name a waiter's token otherwise
+// TestInbox_OnlyTheExactTokenReachesItsWaiter publishes, from another
+// client, replies on subjects that name a waiter's token otherwise
 // than register wrote it (a leading zero, a sign, a suffix, another case,
 // a number too large, nothing): none reaches the waiter, and the exact
 // subject still does.
 func TestInbox_OnlyTheExactTokenReachesItsWaiter(t *testing.T) {
-	nc, _ := serve(t)
+	srv, err := embedded.Start(embedded.Config{Dir: t.TempDir(), Port: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Stop)
+	nc, err := srv.Connect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
 	b, err := For(nc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	other := nc // what another client could publish on the inbox's subjects
+	// Another client of the server, publishing on the inbox's subjects.
+	other, err := srv.Connect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(other.Close)
 	ch := make(chan reply, 16)
 	// Skip ahead so the token has letters in base 36.
 	b.mu.Lock()
@@ -246,7 +261,8 @@ func TestInbox_OnlyTheExactTokenReachesItsWaiter(t *testing.T) {
 		t.Fatal("the exact reply never arrived")
 	}
 	// The forged ones were published first, on the same connection, so
-	// they were routed before the real one: nothing else is queued.
+	// the server delivered them before the real one: nothing else is
+	// queued once it has arrived.
 	select {
 	case r := <-ch:
 		t.Fatalf("a second reply reached the waiter: %q (on %s)", r.m.Data, r.m.Subject)
