@@ -225,6 +225,11 @@ func TestInbox_OnlyTheExactTokenReachesItsWaiter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The server has the inbox's subscription once a round trip is done:
+	// another client's publish before that would reach nobody.
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
 	// Another client of the server, publishing on the inbox's subjects.
 	other, err := srv.Connect()
 	if err != nil {
