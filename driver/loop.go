@@ -215,7 +215,7 @@ func (d *Driver) judgeNext(ctx context.Context, v *projector.View, body events.S
 	cleaned, _ := clean(body)
 	at := d.cfg.Now().UTC()
 	ev := events.Event{V: events.FormatVersion, Run: v.Run.ID, Kind: events.StepDecided, Time: at, Seq: v.Run.Events + 1}
-	fork := v.Fork()
+	fork := v.Lookahead()
 	if err := fork.ApplyWith(ev, cleaned); err != nil {
 		return at, judgement{}, fmt.Errorf("fold own event: %w", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"iter"
+	"sync/atomic"
 )
 
 // chunk is how many steps share one block of memory. Full blocks are frozen:
@@ -21,18 +22,36 @@ const chunk = 8
 // The fold changes only the last step, and the last step is held in the
 // value itself (last), not in a block: every copy of a Steps has its own, so
 // the fold changes it in place, with no allocation. The steps before it live
-// in blocks that are never written once built: full blocks of chunk steps,
-// shared by every copy, and one open block of fewer, replaced (never
-// appended to, since another copy may hold it) when a new step pushes the
-// last one into it. The fold replaces a step's pointers, never writes
-// through them, so sharing a step's pointers is safe too.
+// in blocks of chunk steps, and a step in a block is never written again
+// once it is there. Full blocks are frozen, shared by every copy. The open
+// block, of fewer steps, is shared too, and a push writes into its room only
+// past every copy's end: the block counts the slots claimed in it, and a
+// push whose own end is not the last claimed (another copy pushed there
+// first) copies its steps to a fresh block instead. The fold replaces a
+// step's pointers, never writes through them, so sharing a step's pointers
+// is safe too.
 //
 // The zero value is an empty sequence.
 type Steps struct {
-	frozen  [][]Step // full blocks of exactly chunk steps; never modified
-	open    []Step   // fewer than chunk steps after the frozen ones; never modified
-	last    Step     // the last step, when hasLast
+	frozen [][]Step // full blocks of exactly chunk steps; never modified
+	open   []Step   // fewer than chunk steps after the frozen ones, in a block
+	// claim is the open block's count of claimed slots, held as the room of
+	// an empty slice so that reflect.DeepEqual, which compares a slice's
+	// elements and not its room, sees two equal sequences as equal however
+	// many slots copies of either have claimed.
+	claim   []atomic.Int32
+	last    Step // the last step, when hasLast
 	hasLast bool
+	// lookahead marks a copy to be thrown away (see [View.Lookahead]): its
+	// pushes copy the open steps and claim nothing.
+	lookahead bool
+}
+
+// block is the memory of chunk steps, and the count of its slots that
+// some copy of a Steps has claimed.
+type block struct {
+	steps   [chunk]Step
+	claimed [1]atomic.Int32
 }
 
 // Len is the number of steps.
@@ -100,26 +119,45 @@ func (s *Steps) mut(i int) *Step {
 	return &s.last
 }
 
-// push appends a step: the last one moves into a new open block (a full
-// one is frozen), and st becomes the last.
+// push appends a step: the last one moves into the open block (a full
+// one is frozen), and st becomes the last. The move is in place when the
+// slot after this value's open steps is free, claimed atomically so that
+// two copies pushing at once cannot both take it; otherwise the open steps
+// are copied into a fresh block. Either way no other copy's steps change.
 func (s *Steps) push(st Step) {
 	if s.hasLast {
-		open := make([]Step, len(s.open)+1)
-		copy(open, s.open)
-		open[len(s.open)] = s.last
-		if len(open) == chunk {
+		n := len(s.open)
+		switch {
+		case s.lookahead:
+			open := make([]Step, n, n+1)
+			copy(open, s.open)
+			s.open, s.claim = open, nil
+		case s.claim == nil || !s.claim[:1][0].CompareAndSwap(int32(n), int32(n+1)):
+			b := new(block)
+			copy(b.steps[:], s.open)
+			b.claimed[0].Store(int32(n + 1))
+			s.open, s.claim = b.steps[:n:chunk], b.claimed[:0:1]
+		}
+		s.open = append(s.open, s.last)
+		if len(s.open) == chunk {
 			// Cap the list so appending reallocates: its backing array may
 			// be shared with another value.
-			s.frozen = append(s.frozen[:len(s.frozen):len(s.frozen)], open)
-			open = nil
+			s.frozen = append(s.frozen[:len(s.frozen):len(s.frozen)], s.open)
+			s.open, s.claim = nil, nil
 		}
-		s.open = open
 	}
 	s.last, s.hasLast = st, true
 }
 
-// clone shares everything: no block of s is ever written again, and the
-// last step is copied with the value.
+// lookaheadCopy returns a copy of s whose pushes claim nothing (see
+// [View.Lookahead]).
+func (s Steps) lookaheadCopy() Steps {
+	s.lookahead = true
+	return s
+}
+
+// clone shares everything: no step below s's ends is ever written again,
+// and the last step is copied with the value.
 func (s Steps) clone() Steps { return s }
 
 // StepsOf builds a sequence from steps (copied), for tests and for views

@@ -262,6 +262,18 @@ func (v View) Fork() View {
 	return v
 }
 
+// Lookahead returns a copy of v to fold into and throw away, as [View.Fork]
+// does, for a writer that folds an event only to look at the result (the
+// decision a policy is shown before the decision is appended). Its folds
+// leave the room after v's steps to v and its forks: the fork that is kept
+// then takes that room in place, where after a plain Fork thrown away it
+// would copy the steps it shares.
+func (v View) Lookahead() View {
+	f := v.Fork()
+	f.Steps = f.Steps.lookaheadCopy()
+	return f
+}
+
 func (s Step) clone() Step {
 	c := s
 	c.Decision.ArgsBytes = cloneSlice(s.Decision.ArgsBytes)

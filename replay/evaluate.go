@@ -38,7 +38,7 @@ func (c *checker) decided(ctx context.Context, st *runState, e events.Event, seq
 	pb := *d.Policy
 	d.Policy = nil
 	st.policyID = pb.PolicyID
-	shown := st.view.Fork()
+	shown := st.view.Lookahead()
 	if shown.ApplyWith(e, d) != nil {
 		c.fold(st, e, seq) // does not fold: the run breaks there
 		return nil

@@ -1,0 +1,117 @@
+package projector
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/arbiter-run/arbiter/events"
+)
+
+// TestSteps_CopiesPushingAtOnceKeepTheirOwn: copies of one sequence that
+// push at once, from goroutines of their own, each end with their own
+// steps, and the sequence they were copied from is unchanged. Every count
+// of open steps is tried, so some pushes find the slot after their end
+// free (and write in place) and the others find it taken.
+func TestSteps_CopiesPushingAtOnceKeepTheirOwn(t *testing.T) {
+	step := func(n int, who string) Step { return Step{N: n, Decision: events.StepDecidedBody{Step: n, Tool: who}} }
+	for base := 0; base <= 2*chunk+1; base++ {
+		var s Steps
+		for i := range base {
+			s.push(step(i, "base"))
+		}
+		const copies, more = 6, chunk + 3
+		got := make([]Steps, copies)
+		var wg sync.WaitGroup
+		for c := range copies {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				mine := s
+				for i := range more {
+					mine.push(step(base+i, fmt.Sprint("copy ", c)))
+				}
+				got[c] = mine
+			}()
+		}
+		wg.Wait()
+		if s.Len() != base {
+			t.Fatalf("base %d: the original now has %d steps", base, s.Len())
+		}
+		for i := range base {
+			if st := s.At(i); st.N != i || st.Decision.Tool != "base" {
+				t.Fatalf("base %d: the original's step %d is now %d %q", base, i, st.N, st.Decision.Tool)
+			}
+		}
+		for c, g := range got {
+			if g.Len() != base+more {
+				t.Fatalf("base %d: copy %d has %d steps, want %d", base, c, g.Len(), base+more)
+			}
+			for i := range g.Len() {
+				want := "base"
+				if i >= base {
+					want = fmt.Sprint("copy ", c)
+				}
+				if st := g.At(i); st.N != i || st.Decision.Tool != want {
+					t.Fatalf("base %d: copy %d's step %d is %d %q, want %d %q", base, c, i, st.N, st.Decision.Tool, i, want)
+				}
+			}
+		}
+	}
+}
+
+// TestSteps_PushWritesInPlaceOnlyAtTheEnd: a push from the value holding
+// the open block's last claimed slot writes into that block; a push from
+// an older copy moves to a fresh block.
+func TestSteps_PushWritesInPlaceOnlyAtTheEnd(t *testing.T) {
+	var s Steps
+	s.push(Step{N: 0})
+	s.push(Step{N: 1})
+	s.push(Step{N: 2}) // open: steps 0 and 1
+	old := s
+	s.push(Step{N: 3})
+	if &s.open[0] != &old.open[0] {
+		t.Fatal("the push from the end of the open block copied it")
+	}
+	old.push(Step{N: 9})
+	if &old.open[0] == &s.open[0] {
+		t.Fatal("the push from an older copy wrote into the shared block")
+	}
+	if st := s.At(2); st.N != 2 {
+		t.Fatalf("the newer copy's step 2 is %d", st.N)
+	}
+	if st := old.At(2); st.N != 2 {
+		t.Fatalf("the older copy's step 2 is %d", st.N)
+	}
+}
+
+// TestSteps_LookaheadLeavesTheRoom: a lookahead copy's push copies the
+// open steps and claims nothing, so the value it was taken from still
+// pushes in place afterwards, and neither sees the other's step.
+func TestSteps_LookaheadLeavesTheRoom(t *testing.T) {
+	var s Steps
+	for i := range 3 {
+		s.push(Step{N: i})
+	}
+	look := s.lookaheadCopy()
+	look.push(Step{N: 30})
+	look.push(Step{N: 40})
+	if &look.open[0] == &s.open[0] {
+		t.Fatal("the lookahead pushed into the shared block")
+	}
+	before := &s.open[0]
+	s.push(Step{N: 3})
+	if &s.open[0] != before {
+		t.Fatal("after a lookahead, the value's own push copied its block")
+	}
+	for i, want := range []int{0, 1, 2, 3} {
+		if st := s.At(i); st.N != want {
+			t.Fatalf("step %d is %d, want %d", i, st.N, want)
+		}
+	}
+	for i, want := range []int{0, 1, 2, 30, 40} {
+		if st := look.At(i); st.N != want {
+			t.Fatalf("the lookahead's step %d is %d, want %d", i, st.N, want)
+		}
+	}
+}
