@@ -188,9 +188,10 @@ type Run struct {
 	// once this driver checked it (see settle): the agent is asked next,
 	// and its attempt uses the grant.
 	checkedGrant string
-	// spare is the pending append of the last commit, whose memory the
-	// next append reuses: a run has one append in flight at a time, and
-	// nothing keeps a pending once it is committed.
+	// spare is the pending append of the last commit, whose memory (the
+	// events.Pending within it too) the next append reuses: a run has one
+	// append in flight at a time, and nothing keeps a pending once it is
+	// committed.
 	spare *pending
 }
 
@@ -389,18 +390,22 @@ func (d *Driver) send(ctx context.Context, r *Run, e prepared) (*pending, error)
 		d.cfg.BeforeAppend(k, body)
 	}
 	start := time.Now()
-	p, err := d.log.Begin(ctx, r.tail, e.ev)
+	pa := r.spare
+	r.spare = nil
+	var spare *events.Pending
+	if pa != nil {
+		spare = pa.p
+	}
+	p, err := d.log.BeginReusing(ctx, spare, r.tail, e.ev)
 	if err != nil {
 		if d.cfg.OnAppend != nil {
 			d.cfg.OnAppend(k, body, time.Since(start), err)
 		}
 		return nil, err
 	}
-	pa := r.spare
 	if pa == nil {
 		pa = new(pending)
 	}
-	r.spare = nil
 	*pa = pending{p: p, k: k, body: body, view: r.view.Fork()}
 	fold := body
 	if !e.held {
@@ -440,7 +445,7 @@ func (d *Driver) commit(ctx context.Context, r *Run, p *pending) error {
 	r.tail = p.p.Tail()
 	r.next, r.nextAt = p.next, r.tail
 	r.spec, r.specAt = p.spec, r.tail
-	*p = pending{} // let go of what it held
+	*p = pending{p: p.p} // let go of what it held but the append's memory
 	r.spare = p
 	return nil
 }

@@ -46,6 +46,21 @@ func (p *Pending) Event() Event { return p.rec.Event }
 // An invalid event, or a publish the connection refuses, is an error at
 // once; the outcome of the append is [Pending.Wait]'s.
 func (l *Log) Begin(ctx context.Context, tail Tail, ev Event) (*Pending, error) {
+	return l.BeginReusing(ctx, nil, tail, ev)
+}
+
+// BeginReusing is [Log.Begin] in spare's memory, when spare is not nil: a
+// Pending of this log whose Wait has returned, and that its holder lets go
+// of (it must not use spare again, other than as what this returns). A
+// writer whose appends follow one another keeps one Pending for them all,
+// instead of a message, its header map and its acknowledgement's channel
+// for each. The Record spare's Wait returned is the caller's to keep: its
+// bytes are never written again. On an error spare is not to be used
+// again.
+func (l *Log) BeginReusing(ctx context.Context, spare *Pending, tail Tail, ev Event) (*Pending, error) {
+	if spare != nil && spare.l != l {
+		spare = nil
+	}
 	if err := ValidRunID(ev.Run); err != nil {
 		return nil, fmt.Errorf("append: %w", err)
 	}
@@ -70,24 +85,29 @@ func (l *Log) Begin(ctx context.Context, tail Tail, ev Event) (*Pending, error) 
 		return nil, fmt.Errorf("append %s to run %s: %w: %d bytes, the server takes at most %d", ev.Kind, ev.Run, ErrTooLarge, len(data), max)
 	}
 	shard := l.Shard(ev.Run)
-	p := &Pending{
+	p := spare
+	if p == nil {
+		p = new(Pending)
+	}
+	hdr := p.msg.Header
+	*p = Pending{
 		l:       l,
 		rec:     Record{Event: ev, Data: data, Stream: l.StreamName(shard)},
 		subject: l.subjectOn(shard, ev.Run, ev.Kind),
+		ack:     p.ack,
 	}
 	p.vals = [3]string{ev.ID, strconv.FormatUint(tail.Seq, 10), l.runFilterOn(shard, ev.Run)}
-	p.msg = nats.Msg{
-		Subject: p.subject,
-		Data:    data,
-		// Set directly: the keys are already in canonical form.
-		Header: nats.Header{
+	if hdr == nil {
+		// Set directly: the keys are already in canonical form. The
+		// values are p.vals, so a Pending used again keeps its map.
+		hdr = nats.Header{
 			jetstream.MsgIDHeader:                   p.vals[0:1:1],
 			jetstream.ExpectedLastSubjSeqHeader:     p.vals[1:2:2],
 			jetstream.ExpectedLastSubjSeqSubjHeader: p.vals[2:3:3],
-		},
+		}
 	}
-	p.ack, err = inbox.Publish(&p.msg)
-	if err != nil {
+	p.msg = nats.Msg{Subject: p.subject, Data: data, Header: hdr}
+	if err := inbox.PublishInto(&p.ack, &p.msg); err != nil {
 		return nil, fmt.Errorf("append %s to run %s: %w", ev.Kind, ev.Run, err)
 	}
 	p.hash = Hash(data)

@@ -1,6 +1,7 @@
 package events_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -275,5 +276,55 @@ func TestBegin_ClosedConnection(t *testing.T) {
 	ev := mustEvent(t, "r", events.StepDecided, events.StepDecidedBody{Step: 1, Tool: "x"})
 	if _, err := l.Begin(ctx, t0, ev); !errors.Is(err, nats.ErrConnectionClosed) {
 		t.Errorf("append on a closed connection: got %v, want ErrConnectionClosed", err)
+	}
+}
+
+// TestBeginReusing_OnePendingForARunsAppends: one Pending carries a run's
+// appends one after the other, each stored whole with its own id and
+// fence: the records read back are the ones appended, a fence on an old
+// tail is still a conflict, and the record an earlier Wait returned keeps
+// its bytes.
+func TestBeginReusing_OnePendingForARunsAppends(t *testing.T) {
+	ctx := ctxT(t)
+	l := testkit.JetStream(t).Log(t, events.Config{})
+	tail := startRun(t, ctx, l, "r")
+	var p *events.Pending
+	var kept []events.Record
+	for i := 1; i <= 20; i++ {
+		ev := mustEvent(t, "r", events.StepDecided, events.StepDecidedBody{Step: i, Tool: fmt.Sprintf("tool-%d", i)})
+		var err error
+		before := p
+		if p, err = l.BeginReusing(ctx, p, tail, ev); err != nil {
+			t.Fatalf("append %d: %v", i, err)
+		}
+		if before != nil && p != before {
+			t.Fatalf("append %d: a new Pending, not the spare", i)
+		}
+		rec, err := p.Wait(ctx)
+		if err != nil {
+			t.Fatalf("append %d: wait: %v", i, err)
+		}
+		kept = append(kept, rec) // its bytes, compared with the stream's below
+		tail = p.Tail()
+	}
+	recs, _, err := l.Read(ctx, "r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != 21 {
+		t.Fatalf("%d events stored, want 21", len(recs))
+	}
+	for i, rec := range recs[1:] {
+		if rec.Event.ID != kept[i].Event.ID || !bytes.Equal(rec.Data, kept[i].Data) {
+			t.Fatalf("event %d: stored %s %q, the append's record says %s %q", i+1, rec.Event.ID, rec.Data, kept[i].Event.ID, kept[i].Data)
+		}
+	}
+	stale := events.Tail{Seq: recs[3].StreamSeq, Count: recs[3].Event.Seq, Hash: recs[3].Tail().Hash}
+	p, err = l.BeginReusing(ctx, p, stale, mustEvent(t, "r", events.StepDecided, events.StepDecidedBody{Step: 99, Tool: "late"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Wait(ctx); !errors.Is(err, events.ErrConflict) {
+		t.Fatalf("an append fenced on an old tail, from a reused Pending: %v, want ErrConflict", err)
 	}
 }

@@ -31,6 +31,10 @@ type Ack struct {
 	token string
 	sent  time.Time // the first publish
 	took  time.Duration
+	// answered is set once Wait has taken the reply that ends it: nothing
+	// is registered on ch any more, so no late reply can arrive there.
+	answered bool
+	timer    *time.Timer // Wait's bound without a deadline, kept for reuse
 }
 
 // Publish sends m, a message to a stream, with a reply subject on the
@@ -41,11 +45,26 @@ type Ack struct {
 // The Ack is returned by value, so that a caller may keep it inside its own
 // record of the publish at no allocation of its own.
 func (b *Inbox) Publish(m *nats.Msg) (Ack, error) {
-	a := Ack{b: b, msg: m, ch: make(chan reply, 1)}
-	if err := a.send(); err != nil {
+	var a Ack
+	if err := b.PublishInto(&a, m); err != nil {
 		return Ack{}, err
 	}
 	return a, nil
+}
+
+// PublishInto is [Inbox.Publish] into a, the zero Ack or one whose Wait
+// has returned, for a writer that keeps one Ack for its appends one after
+// the other. a's channel and timer are used again only when its Wait took
+// the reply that ended it; after a wait that gave up, a reply to the
+// earlier publish may still be on its way to that channel, so a fresh one
+// is made.
+func (b *Inbox) PublishInto(a *Ack, m *nats.Msg) error {
+	ch, timer := a.ch, a.timer
+	if !a.answered || ch == nil {
+		ch, timer = make(chan reply, 1), nil
+	}
+	*a = Ack{b: b, msg: m, ch: ch, timer: timer}
+	return a.send()
 }
 
 // send publishes the message under a fresh token.
@@ -79,9 +98,13 @@ func (a *Ack) Took() time.Duration { return a.took }
 func (a *Ack) Wait(ctx context.Context) (seq uint64, duplicate bool, err error) {
 	var expire <-chan time.Time
 	if _, ok := ctx.Deadline(); !ok {
-		t := time.NewTimer(timeout)
-		defer t.Stop()
-		expire = t.C
+		if a.timer == nil {
+			a.timer = time.NewTimer(timeout)
+		} else {
+			a.timer.Reset(timeout)
+		}
+		defer a.timer.Stop()
+		expire = a.timer.C
 	}
 	b := a.b
 	start := a.sent
@@ -96,6 +119,7 @@ func (a *Ack) Wait(ctx context.Context) (seq uint64, duplicate bool, err error) 
 			m := r.m
 			if !noResponders(m) {
 				a.took = r.at.Sub(start)
+				a.answered = true
 				return parseAck(m.Data)
 			}
 			if attempt >= publishRetries {

@@ -274,3 +274,52 @@ func TestInbox_OnlyTheExactTokenReachesItsWaiter(t *testing.T) {
 	default:
 	}
 }
+
+// TestAck_PublishIntoAfterAGiveUp: an Ack used again after a Wait that took
+// its reply keeps its channel; after a Wait that gave up it gets a fresh
+// one, so a reply to the earlier publish that reached the old channel late
+// cannot be taken for the next publish's.
+func TestAck_PublishIntoAfterAGiveUp(t *testing.T) {
+	nc, js := serve(t)
+	ctx := ctxT(t)
+	stream(t, ctx, js)
+	b, err := For(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var a Ack
+	publish := func(data string) {
+		t.Helper()
+		if err := b.PublishInto(&a, &nats.Msg{Subject: "s.a", Data: []byte(data)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	publish("1")
+	if seq, _, err := a.Wait(ctx); err != nil || seq != 1 {
+		t.Fatalf("first: seq %d, %v", seq, err)
+	}
+	ch := a.ch
+	publish("2")
+	if a.ch != ch {
+		t.Fatal("an answered Ack's channel was not used again")
+	}
+	if seq, _, err := a.Wait(ctx); err != nil || seq != 2 {
+		t.Fatalf("second: seq %d, %v", seq, err)
+	}
+	gone, cancel := context.WithCancel(ctx)
+	cancel()
+	publish("3")
+	if _, _, err := a.Wait(gone); !errors.Is(err, context.Canceled) {
+		t.Fatalf("a wait on a cancelled context: %v", err)
+	}
+	// The worst a late reply can do: be in the old channel already.
+	select {
+	case a.ch <- reply{m: &nats.Msg{Data: []byte(`{"stream":"S","seq":999}`)}, at: time.Now()}:
+	default:
+	}
+	publish("4")
+	seq, _, err := a.Wait(ctx)
+	if err != nil || seq != 4 {
+		t.Fatalf("after a give-up: seq %d, %v; want 4 (the stored message \"3\" is 3, the stale reply 999)", seq, err)
+	}
+}
