@@ -31,6 +31,15 @@ type Pending struct {
 	// that publishing it allocates no more than the header map.
 	msg  nats.Msg
 	vals [3]string
+	// made keeps the subjects of the last two kinds appended to this run,
+	// for a Pending used again (see [Log.BeginReusing]): a run's appends
+	// alternate between few kinds, and each subject is a string to build.
+	made [2]madeSubject
+}
+
+type madeSubject struct {
+	kind    Kind
+	subject string
 }
 
 // Took returns how long the append took, from its publish to the arrival of
@@ -89,14 +98,34 @@ func (l *Log) BeginReusing(ctx context.Context, spare *Pending, tail Tail, ev Ev
 	if p == nil {
 		p = new(Pending)
 	}
-	hdr := p.msg.Header
+	hdr, made, filter := p.msg.Header, p.made, ""
+	if p.rec.Event.Run == ev.Run && ev.Run != "" {
+		filter = p.vals[2]
+	} else {
+		made = [2]madeSubject{}
+	}
+	if filter == "" {
+		filter = l.runFilterOn(shard, ev.Run)
+	}
+	var subject string
+	switch {
+	case made[0].subject != "" && made[0].kind == ev.Kind:
+		subject = made[0].subject
+	case made[1].subject != "" && made[1].kind == ev.Kind:
+		subject = made[1].subject
+		made[0], made[1] = made[1], made[0]
+	default:
+		subject = l.subjectOn(shard, ev.Run, ev.Kind)
+		made[0], made[1] = madeSubject{ev.Kind, subject}, made[0]
+	}
 	*p = Pending{
 		l:       l,
 		rec:     Record{Event: ev, Data: data, Stream: l.StreamName(shard)},
-		subject: l.subjectOn(shard, ev.Run, ev.Kind),
+		subject: subject,
 		ack:     p.ack,
+		made:    made,
 	}
-	p.vals = [3]string{ev.ID, strconv.FormatUint(tail.Seq, 10), l.runFilterOn(shard, ev.Run)}
+	p.vals = [3]string{ev.ID, strconv.FormatUint(tail.Seq, 10), filter}
 	if hdr == nil {
 		// Set directly: the keys are already in canonical form. The
 		// values are p.vals, so a Pending used again keeps its map.

@@ -328,3 +328,45 @@ func TestBeginReusing_OnePendingForARunsAppends(t *testing.T) {
 		t.Fatalf("an append fenced on an old tail, from a reused Pending: %v, want ErrConflict", err)
 	}
 }
+
+// TestBeginReusing_SubjectsFollowTheRunAndKind: a Pending used for appends
+// of several kinds, and then for another run, puts each event on its own
+// run's and kind's subject (Read refuses an event on another's), fenced on
+// its own run (a fence on the other run's subjects would be a conflict).
+func TestBeginReusing_SubjectsFollowTheRunAndKind(t *testing.T) {
+	ctx := ctxT(t)
+	l := testkit.JetStream(t).Log(t, events.Config{})
+	tails := map[string]events.Tail{"a": startRun(t, ctx, l, "a"), "b": startRun(t, ctx, l, "b")}
+	var p *events.Pending
+	for i, c := range []struct {
+		run  string
+		kind events.Kind
+		body any
+	}{
+		{"a", events.StepDecided, events.StepDecidedBody{Step: 1, Tool: "x"}},
+		{"a", events.StepObserved, events.ObservedBody{Step: 1, Kind: events.ObsResult, Content: "1"}},
+		{"a", events.StepDecided, events.StepDecidedBody{Step: 2, Tool: "x"}},
+		{"a", events.StepObserved, events.ObservedBody{Step: 2, Kind: events.ObsResult, Content: "2"}},
+		{"b", events.StepDecided, events.StepDecidedBody{Step: 1, Tool: "y"}},
+		{"a", events.StepDecided, events.StepDecidedBody{Step: 3, Tool: "x"}},
+		{"b", events.StepObserved, events.ObservedBody{Step: 1, Kind: events.ObsResult, Content: "b1"}},
+	} {
+		var err error
+		if p, err = l.BeginReusing(ctx, p, tails[c.run], mustEvent(t, c.run, c.kind, c.body)); err != nil {
+			t.Fatalf("append %d: %v", i, err)
+		}
+		if _, err := p.Wait(ctx); err != nil {
+			t.Fatalf("append %d (%s to %s): %v", i, c.kind, c.run, err)
+		}
+		tails[c.run] = p.Tail()
+	}
+	for run, n := range map[string]int{"a": 6, "b": 3} {
+		recs, _, err := l.Read(ctx, run)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(recs) != n {
+			t.Fatalf("run %s: %d events, want %d", run, len(recs), n)
+		}
+	}
+}
