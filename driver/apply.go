@@ -62,7 +62,7 @@ func (d *Driver) plan(req policy.Request, v policy.Verdict, grant *projector.App
 
 // run executes step n's tool with args and records the observation.
 func (d *Driver) run(ctx context.Context, r *Run, n int, ct *CompiledTool, args json.RawMessage) error {
-	kind, content := d.call(withCall(ctx, r.ID(), n), ct, args)
+	kind, content := d.call(withCall(ctx, r.ID(), n), r, ct, args)
 	if kind == interruptedCall {
 		if r.view.Step(n).Interrupted == nil {
 			return d.recover(ctx, r, n)
@@ -91,7 +91,11 @@ const interruptedCall = "interrupted"
 
 // call runs the tool under its timeout. A panic becomes a tool_error and a
 // missed deadline a timeout; a tool that ignores its context is left behind.
-func (d *Driver) call(ctx context.Context, ct *CompiledTool, args json.RawMessage) (kind events.ObservationKind, content string) {
+//
+// Within a drive the call runs on the run's runner (see [runner]), started
+// with the drive's first call and ended with the drive; outside one, on a
+// goroutine of its own.
+func (d *Driver) call(ctx context.Context, r *Run, ct *CompiledTool, args json.RawMessage) (kind events.ObservationKind, content string) {
 	ctx, cancel := context.WithTimeout(ctx, ct.Spec.Timeout)
 	defer cancel()
 	exec := func(ctx context.Context) (string, error) {
@@ -101,9 +105,19 @@ func (d *Driver) call(ctx context.Context, ct *CompiledTool, args json.RawMessag
 		res string
 		err error
 	)
-	if in, ok := ct.Tool.(Inline); ok && in.Inline() && !hasBusy(ctx) {
+	switch in, ok := ct.Tool.(Inline); {
+	case ok && in.Inline() && !hasBusy(ctx):
 		res, err = inline(ctx, ct.what, exec)
-	} else {
+	case r.driving:
+		if r.runner == nil {
+			r.runner = newRunner()
+		}
+		var kept bool
+		if res, kept, err = r.runner.call(ctx, ct.what, exec); !kept {
+			r.runner.stop()
+			r.runner = nil
+		}
+	default:
 		res, err = aside(ctx, ct.what, exec)
 	}
 	switch {

@@ -193,6 +193,10 @@ type Run struct {
 	// append in flight at a time, and nothing keeps a pending once it is
 	// committed.
 	spare *pending
+	// driving is set while a drive is on (see [Driver.DriveUntil]), and
+	// runner is the drive's runner of tool calls once it made one.
+	driving bool
+	runner  *runner
 }
 
 // ID is the run's id.

@@ -31,7 +31,13 @@ func (d *Driver) Drive(ctx context.Context, r *Run, agent Agent) error {
 // [ErrStopped] then.
 func (d *Driver) DriveUntil(ctx context.Context, r *Run, agent Agent, stop <-chan struct{}) error {
 	r.agent, r.stop = agent, stop
-	defer func() { r.agent, r.spec, r.stop = nil, nil, nil }()
+	r.driving = true
+	defer func() {
+		if r.runner != nil {
+			r.runner.stop()
+		}
+		r.agent, r.spec, r.stop, r.runner, r.driving = nil, nil, nil, nil, false
+	}()
 	for {
 		if err := ctx.Err(); err != nil {
 			return err
