@@ -240,5 +240,5 @@ func (q *Queue) StartAs(ctx context.Context, d *driver.Driver, run, agent string
 	if _, err := d.CreateAs(ctx, run, agent, input, body.Actor, body.Surface); err != nil {
 		return nil, "", err
 	}
-	return body.Actor, body.Surface, q.Nudge(ctx, run, "created")
+	return body.Actor, body.Surface, q.Nudge(ctx, run, nudgeCreated)
 }

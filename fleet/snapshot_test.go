@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"reflect"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -15,6 +17,7 @@ import (
 	"github.com/arbiter-run/arbiter/projector"
 	"github.com/arbiter-run/arbiter/scripted"
 	"github.com/arbiter-run/arbiter/testkit"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -170,5 +173,88 @@ func TestSnapshots_NewSnapshotsDoesNoIO(t *testing.T) {
 	}
 	if !reflect.DeepEqual(got.View(), r.View()) {
 		t.Errorf("view from the snapshot differs:\n got %+v\nwant %+v", got.View(), r.View())
+	}
+}
+
+// TestWorker_NewRunLooksUpNoSnapshot: the first delivery of a run's
+// creation nudge is driven from the run's events without a look in the
+// snapshot store (nobody has driven the run, so nobody saved one); a later
+// nudge of the same run, taken by a worker that does not hold it, looks
+// its snapshot up. A second client of the server, subscribed to the
+// store's read subjects, sees each look-up.
+func TestWorker_NewRunLooksUpNoSnapshot(t *testing.T) {
+	e := newEnv(t, fleet.Config{})
+	send := testkit.NewLedger("send", events.RemoteMutation, testkit.AnyObject)
+	d := e.driver(t, send)
+	spy, err := e.js.Server.Connect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(spy.Close)
+	bucket := e.q.Config().SnapshotBucket
+	looks := make(chan string, 64)
+	for _, subj := range []string{"$JS.API.DIRECT.GET.KV_" + bucket + ".>", "$JS.API.DIRECT.GET.KV_" + bucket, "$JS.API.STREAM.MSG.GET.KV_" + bucket} {
+		if _, err := spy.Subscribe(subj, func(m *nats.Msg) { looks <- m.Subject + " " + string(m.Data) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := spy.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	work := func(t *testing.T) (stop func()) {
+		w, err := fleet.NewWorker(fleet.WorkerConfig{Driver: d, Queue: e.q, Snapshots: e.s, Agents: map[string]driver.Agent{
+			"s": scripted.Agent{Decisions: []driver.Action{scripted.Call("send", `{}`)}},
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan struct{})
+		go func() { defer close(done); _ = w.Run(ctx) }()
+		var once sync.Once
+		stop = func() { once.Do(func() { cancel(); <-done }) }
+		t.Cleanup(stop)
+		return stop
+	}
+	count := func() (n int) {
+		for {
+			select {
+			case l := <-looks:
+				if strings.Contains(l, "fresh") {
+					n++
+				}
+			default:
+				return n
+			}
+		}
+	}
+	stop := work(t)
+	if err := e.q.Start(t.Context(), d, "fresh", "s", nil); err != nil {
+		t.Fatal(err)
+	}
+	waitStatus(t, d, "fresh", projector.Waiting)
+	if err := spy.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(); n != 0 {
+		t.Fatalf("the new run's first drive looked its snapshot up %d times, want 0", n)
+	}
+	// Another worker, which does not hold the run in memory, takes its
+	// next nudge.
+	stop()
+	work(t)
+	if err := e.q.Nudge(t.Context(), "fresh", "again"); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if err := spy.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		if n := count(); n > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no snapshot look-up in 20 s for a nudge that is not the run's first")
+		}
 	}
 }

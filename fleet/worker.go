@@ -118,8 +118,11 @@ func (q *Queue) Start(ctx context.Context, d *driver.Driver, run, agent string, 
 	if _, err := d.Create(ctx, run, agent, input); err != nil {
 		return err
 	}
-	return q.Nudge(ctx, run, "created")
+	return q.Nudge(ctx, run, nudgeCreated)
 }
+
+// nudgeCreated is why a run's first nudge was sent (see [Queue.Nudge]).
+const nudgeCreated = "created"
 
 // Run takes work until ctx is done, then stops taking work, lets each run in
 // flight finish its current transition (at most Grace), gives those runs
@@ -212,7 +215,7 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, stop <-chan stru
 		}
 	}()
 
-	r, err := w.load(ctx, run)
+	r, err := w.load(ctx, run, created(msg))
 	switch {
 	case (errors.Is(err, events.ErrNoRun) || permanent(err)) && delivered(msg) < giveUpAfter:
 		// Right after a leader change a replica that is not yet current can
@@ -402,15 +405,16 @@ func (w *Worker) keep(ctx context.Context, r *driver.Run) {
 }
 
 // load returns run from the worker's memory brought up to date, or from its
-// snapshot (when the worker keeps snapshots), or from its events.
-func (w *Worker) load(ctx context.Context, run string) (*driver.Run, error) {
+// snapshot (when the worker keeps snapshots and the run is not new), or
+// from its events.
+func (w *Worker) load(ctx context.Context, run string, isNew bool) (*driver.Run, error) {
 	if r := w.cache.get(run); r != nil {
 		if err := w.d.Refresh(ctx, r); err == nil {
 			return r, nil
 		}
 		w.cache.drop(run)
 	}
-	if w.snaps == nil {
+	if w.snaps == nil || isNew {
 		return w.d.Load(ctx, run)
 	}
 	r, _, err := w.snaps.Load(ctx, w.d, run)
@@ -470,6 +474,16 @@ func permanent(err error) bool {
 const giveUpAfter = 5
 
 // delivered is how many times msg has been delivered (1 if unknown).
+// created reports whether msg is the nudge that started its run (see
+// [Queue.Start]) on its first delivery: no worker has driven the run yet,
+// so it has no snapshot to look up, one read of the key-value store less
+// for every run. The id is the publisher's to choose, and a nudge that
+// claims it wrongly costs only the snapshot's shortcut: the run is read
+// from its events, as it is without snapshots, and never wrongly.
+func created(msg jetstream.Msg) bool {
+	return strings.HasSuffix(msg.Headers().Get(jetstream.MsgIDHeader), "/"+nudgeCreated) && delivered(msg) == 1
+}
+
 func delivered(msg jetstream.Msg) uint64 {
 	if md, err := msg.Metadata(); err == nil && md.NumDelivered > 0 {
 		return md.NumDelivered
