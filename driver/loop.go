@@ -613,7 +613,7 @@ func (d *Driver) judge(ctx context.Context, run string, v *projector.View, n int
 		return refuse(events.ObsInvalidArguments, err.Error())
 	}
 	req := policy.Request{Run: run, Step: n, Tool: ct.Record, Args: args}
-	k, body, exec := d.plan(req, policy.Ask(ctx, d.policy, req, v.Clone()), grant)
+	k, body, exec := d.plan(req, policy.Ask(ctx, d.policy, req, *v), grant)
 	if d.cfg.Shadow != nil {
 		body = d.shadow(ctx, req, v, body)
 	}

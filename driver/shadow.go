@@ -13,7 +13,7 @@ import (
 func (d *Driver) shadow(ctx context.Context, req policy.Request, v *projector.View, body any) any {
 	// Asked as the enforcing policy is (policy.Ask): a shadow that fails or
 	// panics is recorded as an error, and changes nothing else.
-	vd := policy.Ask(ctx, d.cfg.Shadow, req, v.Clone())
+	vd := policy.Ask(ctx, d.cfg.Shadow, req, *v)
 	sb := &events.ShadowBody{PolicyID: policy.ID(d.cfg.Shadow), Outcome: vd.Outcome, Reason: vd.Reason, Parts: vd.Parts}
 	switch {
 	case vd.Err != nil:

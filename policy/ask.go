@@ -44,11 +44,15 @@ type Verdict struct {
 var ErrNoVerdict = errors.New("policy gave no usable answer")
 
 // Ask asks p about req and returns what the runtime must record and do.
-// p is handed a copy of req and view as it is: the caller hands a view p
-// may keep or change without changing the caller's (see
-// [projector.View.Clone]). A panic in p is caught and becomes the verdict's
+// p is handed copies of req and view (see [projector.View.Clone]) that it
+// may keep or change without changing the caller's; the side-effect
+// mapping, which reads neither, is handed view as it is, which saves the
+// runtime a copy of the view on every step under the default policy. A panic in p is caught and becomes the verdict's
 // error: one bad policy call fails its run, never its worker.
 func Ask(ctx context.Context, p Policy, req Request, view projector.View) Verdict {
+	if !isViewless(p) {
+		view = view.Clone()
+	}
 	dec, err := evaluate(ctx, p, req.Copy(), view)
 	fail := func(format string, a ...any) Verdict {
 		return Verdict{Err: fmt.Errorf("%w: policy %q on step %d: %s", ErrNoVerdict, ID(p), req.Step, fmt.Sprintf(format, a...))}

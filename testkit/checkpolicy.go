@@ -189,7 +189,7 @@ func (s *toolSet) decide(ctx context.Context, p policy.Policy, tool string, raw 
 // evaluate asks p about an accepted request as the runtime does
 // ([policy.Ask]) and holds its answer to what the driver can act on.
 func evaluate(ctx context.Context, p policy.Policy, req policy.Request, view projector.View) (events.Outcome, string, string) {
-	v := policy.Ask(ctx, p, req, view.Clone())
+	v := policy.Ask(ctx, p, req, view)
 	if v.Err != nil {
 		return undecided, "", v.Err.Error()
 	}
