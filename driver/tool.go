@@ -70,12 +70,17 @@ type Reconciler interface {
 
 // Inline is an optional interface of a [Tool] whose Execute returns soon
 // after its ctx ends, whatever it is doing. The driver runs such a tool on
-// the goroutine that drives the run, when Inline says so, rather than on a
-// goroutine of its own that it could leave behind: a call costs no
-// hand-off between goroutines. A panic is still the call's tool_error, and
-// a result returned after ctx ended is taken as the deadline's (as if the
-// driver had stopped waiting); under a busy hook (see [WithBusy]) the tool
-// runs on a goroutine of its own as any other.
+// the goroutine that drives the run, when Inline says so, rather than on
+// one it could leave behind: a call costs no hand-off between goroutines.
+// A panic is still the call's tool_error, and a result returned after ctx
+// ended is taken as the deadline's (as if the driver had stopped waiting);
+// under a busy hook (see [WithBusy]) the tool runs as any other.
+//
+// Any other tool runs on a goroutine the drive keeps for its calls, one
+// after another (a fresh stack for each call would be grown again from
+// nothing, which is most of a call's cost for a client that runs deep); a
+// call that overruns its timeout is left behind on it, and the next call
+// gets another.
 type Inline interface {
 	Inline() bool
 }
