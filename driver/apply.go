@@ -164,20 +164,33 @@ var errOverran = errors.New("did not return before its context ended")
 // its error ("<what> panicked: …"); a fn that ignores its context is left
 // behind, and aside returns an error wrapping errOverran and ctx's error.
 func aside[T any](ctx context.Context, what string, fn func(context.Context) (T, error)) (T, error) {
-	type out struct {
-		v   T
-		err error
-	}
-	done := make(chan out, 1)
-	go func() {
-		defer func() {
-			if p := recover(); p != nil {
-				done <- out{err: fmt.Errorf("%s panicked: %v", what, p)}
-			}
-		}()
-		v, err := fn(ctx)
-		done <- out{v, err}
+	done := make(chan outcome[T], 1)
+	go func() { done <- caught(ctx, what, fn) }()
+	v, _, err := await(ctx, what, done)
+	return v, err
+}
+
+// outcome is what a function run aside returned.
+type outcome[T any] struct {
+	v   T
+	err error
+}
+
+// caught runs fn; a panic is its error.
+func caught[T any](ctx context.Context, what string, fn func(context.Context) (T, error)) (o outcome[T]) {
+	defer func() {
+		if p := recover(); p != nil {
+			o = outcome[T]{err: fmt.Errorf("%s panicked: %v", what, p)}
+		}
 	}()
+	v, err := fn(ctx)
+	return outcome[T]{v, err}
+}
+
+// await waits for the outcome on done, or for ctx to end, calling the busy
+// hook meanwhile; returned is false when ctx ended first, with an error
+// wrapping errOverran and ctx's error.
+func await[T any](ctx context.Context, what string, done <-chan outcome[T]) (v T, returned bool, err error) {
 	var tick <-chan time.Time // nil, never ready, without a busy hook
 	b, hasBusy := busyOf(ctx)
 	if hasBusy {
@@ -188,10 +201,10 @@ func aside[T any](ctx context.Context, what string, fn func(context.Context) (T,
 	for {
 		select {
 		case o := <-done:
-			return o.v, o.err
+			return o.v, true, o.err
 		case <-ctx.Done():
 			var zero T
-			return zero, fmt.Errorf("%s %w: %w", what, errOverran, ctx.Err())
+			return zero, false, fmt.Errorf("%s %w: %w", what, errOverran, ctx.Err())
 		case <-tick:
 			b.fn()
 		}

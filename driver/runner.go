@@ -3,7 +3,6 @@ package driver
 import (
 	"context"
 	"fmt"
-	"time"
 )
 
 // runner runs the tool calls of one drive on one goroutine, kept for the
@@ -16,7 +15,7 @@ import (
 // calls, and ends once the call returns.
 type runner struct {
 	jobs chan job
-	done chan result // buffered: a result nobody waits for any more is dropped there
+	done chan outcome[string] // buffered: one nobody waits for any more is dropped there
 	quit chan struct{}
 }
 
@@ -26,13 +25,8 @@ type job struct {
 	fn   func(context.Context) (string, error)
 }
 
-type result struct {
-	v   string
-	err error
-}
-
 func newRunner() *runner {
-	r := &runner{jobs: make(chan job), done: make(chan result, 1), quit: make(chan struct{})}
+	r := &runner{jobs: make(chan job), done: make(chan outcome[string], 1), quit: make(chan struct{})}
 	go r.loop()
 	return r
 }
@@ -41,22 +35,11 @@ func (r *runner) loop() {
 	for {
 		select {
 		case j := <-r.jobs:
-			r.done <- r.one(j)
+			r.done <- caught(j.ctx, j.what, j.fn)
 		case <-r.quit:
 			return
 		}
 	}
-}
-
-// one runs a job; a panic is its error, as in aside.
-func (r *runner) one(j job) (res result) {
-	defer func() {
-		if p := recover(); p != nil {
-			res = result{err: fmt.Errorf("%s panicked: %v", j.what, p)}
-		}
-	}()
-	v, err := j.fn(j.ctx)
-	return result{v, err}
 }
 
 // stop ends the runner once it is idle (or, if a call overran on it, once
@@ -72,21 +55,5 @@ func (r *runner) call(ctx context.Context, what string, fn func(context.Context)
 	case <-ctx.Done():
 		return "", false, fmt.Errorf("%s %w: %w", what, errOverran, ctx.Err())
 	}
-	var tick <-chan time.Time // nil, never ready, without a busy hook
-	b, hasBusy := busyOf(ctx)
-	if hasBusy {
-		t := time.NewTicker(b.every)
-		defer t.Stop()
-		tick = t.C
-	}
-	for {
-		select {
-		case o := <-r.done:
-			return o.v, true, o.err
-		case <-ctx.Done():
-			return "", false, fmt.Errorf("%s %w: %w", what, errOverran, ctx.Err())
-		case <-tick:
-			b.fn()
-		}
-	}
+	return await(ctx, what, r.done)
 }

@@ -32,7 +32,7 @@ func TestDriver_ToolCallsShareADrivesRunner(t *testing.T) {
 	log := env.Log(t, events.Config{})
 	onRunner := func() bool {
 		buf := make([]byte, 64<<10)
-		return strings.Contains(string(buf[:runtime.Stack(buf, false)]), "driver.(*runner).one")
+		return strings.Contains(string(buf[:runtime.Stack(buf, false)]), "driver.(*runner).loop")
 	}
 	var seen []bool
 	read := testkit.NewLedger("read", events.ReadOnly, testkit.AnyObject)
