@@ -3,7 +3,6 @@ package replay
 import (
 	"context"
 	"fmt"
-	"slices"
 
 	"github.com/arbiter-run/arbiter/approvals"
 	"github.com/arbiter-run/arbiter/events"
@@ -130,45 +129,11 @@ func (c *checker) recheck(ctx context.Context, st *runState, e events.Event, seq
 		notCheckable(res, SpecNotRecorded, fmt.Sprintf("tool spec %s not recorded", short(b.ToolHash)))
 	default:
 		req := policy.Request{Run: e.Run, Step: b.Step, Tool: spec, Args: b.Args}
-		rep := c.replay(policy.WithRecorded(ctx, b), req, policyView(st.view))
+		rep := c.replay(policy.WithRecorded(ctx, b), req, st.view)
 		res.Replayed = &rep
 		res.Verdict, res.Change = compare(res.Recorded, rep, grantHash)
 	}
 	return res
-}
-
-// policyView is the copy of v a policy is handed: everything it could
-// change through the view is copied, but the steps are shared, because
-// [projector.Steps] hands out nothing but copies (the fold alone changes
-// them, and only after the policy has returned). Copying the steps, as
-// [projector.View.Clone] does, was a quarter of the cost of a check.
-func policyView(v projector.View) projector.View {
-	c := v
-	c.Run.Input = slices.Clone(v.Run.Input)
-	c.Run.Tools = slices.Clone(v.Run.Tools)
-	for i := range c.Run.Tools {
-		c.Run.Tools[i].Schema = slices.Clone(c.Run.Tools[i].Schema)
-		c.Run.Tools[i].Data = slices.Clone(c.Run.Tools[i].Data)
-		c.Run.Tools[i].Tags = slices.Clone(c.Run.Tools[i].Tags)
-	}
-	c.Run.Actor = v.Run.Actor.Clone()
-	if v.Approvals != nil {
-		c.Approvals = make([]projector.Approval, len(v.Approvals))
-		for i, a := range v.Approvals {
-			a.Capability, a.Presentation, a.Args = slices.Clone(a.Capability), slices.Clone(a.Presentation), slices.Clone(a.Args)
-			if a.ExpiresAt != nil {
-				t := *a.ExpiresAt
-				a.ExpiresAt = &t
-			}
-			if a.Decision != nil {
-				d := *a.Decision
-				a.Decision = &d
-			}
-			c.Approvals[i] = a
-		}
-	}
-	c.Refusals = slices.Clone(v.Refusals)
-	return c
 }
 
 func notCheckable(res *Result, cause Cause, reason string) {
@@ -197,7 +162,7 @@ func recordedApproval(a *events.ApprovalRequest) *Approval {
 // to PolicyJSON and hashed over the recorded request, or an error for
 // anything the runtime would fail the run on.
 func (c *checker) replay(ctx context.Context, req policy.Request, view projector.View) Ruling {
-	v := policy.Ask(ctx, c.policy, req, view) // view is the caller's policyView
+	v := policy.Ask(ctx, c.policy, req, view) // Ask hands the policy its own copy
 	switch {
 	case v.Err != nil:
 		return Ruling{Outcome: events.OutcomeError, Reason: v.Err.Error()}

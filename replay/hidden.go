@@ -73,7 +73,7 @@ func (c *checker) hidden(ctx context.Context, st *runState, e events.Event, seq 
 		notCheckable(res, OtherPolicy, fmt.Sprintf("hidden under policy id %q, checking %q", st.policyID, c.against))
 	case st.bad[spec.Hash] || st.specs[spec.Hash].Hash == "":
 		notCheckable(res, SpecNotRecorded, fmt.Sprintf("tool spec %s not recorded with content that hashes to it", short(spec.Hash)))
-	case !policy.Visible(c.policy, spec, policyView(st.view)):
+	case !policy.Visible(c.policy, spec, st.view.Clone()):
 		rep := Ruling{Outcome: events.Deny, Reason: hiddenReason}
 		res.Replayed = &rep
 		res.Verdict = Same
@@ -83,7 +83,7 @@ func (c *checker) hidden(ctx context.Context, st *runState, e events.Event, seq 
 		notCheckable(res, SpecNotRecorded, fmt.Sprintf("now shown, but the request's arguments are not boundary-clean JSON (%v)", argsErr))
 	default:
 		req := policy.Request{Run: e.Run, Step: n, Tool: spec, Args: args}
-		rep := c.replay(ctx, req, policyView(st.view))
+		rep := c.replay(ctx, req, st.view)
 		res.Replayed = &rep
 		res.Verdict, res.Change = compare(res.Recorded, rep, "")
 	}
