@@ -38,12 +38,18 @@ type Steps struct {
 	// claim is the open block's count of claimed slots, held as the room of
 	// an empty slice so that reflect.DeepEqual, which compares a slice's
 	// elements and not its room, sees two equal sequences as equal however
-	// many slots copies of either have claimed.
-	claim   []atomic.Int32
-	last    Step // the last step, when hasLast
-	hasLast bool
+	// many slots copies of either have claimed. frozenClaim is the same for
+	// the list of frozen blocks, which grows by doubling its room: without
+	// it, every frozen block copied the whole list, a cost that grew with
+	// the run.
+	claim       []atomic.Int32
+	frozenClaim []atomic.Int32
+	last        Step // the last step, when hasLast
+	hasLast     bool
 	// lookahead marks a copy to be thrown away (see [View.Lookahead]): its
-	// pushes copy the open steps and claim nothing.
+	// pushes copy the open steps, claim nothing and freeze nothing (its open
+	// steps may number chunk or more), so a lookahead never copies the
+	// frozen list either.
 	lookahead bool
 }
 
@@ -139,11 +145,8 @@ func (s *Steps) push(st Step) {
 			s.open, s.claim = b.steps[:n:chunk], b.claimed[:0:1]
 		}
 		s.open = append(s.open, s.last)
-		if len(s.open) == chunk {
-			// Cap the list so appending reallocates: its backing array may
-			// be shared with another value.
-			s.frozen = append(s.frozen[:len(s.frozen):len(s.frozen)], s.open)
-			s.open, s.claim = nil, nil
+		if len(s.open) == chunk && !s.lookahead {
+			s.freeze()
 		}
 	}
 	s.last, s.hasLast = st, true
@@ -154,6 +157,22 @@ func (s *Steps) push(st Step) {
 func (s Steps) lookaheadCopy() Steps {
 	s.lookahead = true
 	return s
+}
+
+// freeze moves the full open block to the frozen list: in place when the
+// slot after this value's list is free in its room (claimed atomically, as
+// push claims a block's slot), and otherwise into a list of twice the room.
+func (s *Steps) freeze() {
+	n := len(s.frozen)
+	if s.frozenClaim == nil || n == cap(s.frozen) || !s.frozenClaim[:1][0].CompareAndSwap(int32(n), int32(n+1)) {
+		list := make([][]Step, n, max(4, 2*n))
+		copy(list, s.frozen)
+		claimed := new([1]atomic.Int32)
+		claimed[0].Store(int32(n + 1))
+		s.frozen, s.frozenClaim = list, claimed[:0:1]
+	}
+	s.frozen = append(s.frozen, s.open)
+	s.open, s.claim = nil, nil
 }
 
 // clone shares everything: no step below s's ends is ever written again,

@@ -115,3 +115,50 @@ func TestSteps_LookaheadLeavesTheRoom(t *testing.T) {
 		}
 	}
 }
+
+// TestSteps_FrozenListGrowsByDoubling: a run's pushes move the frozen list
+// to a new array only when its room is full (a few times for a thousand
+// blocks), not on every block as a copy-on-freeze list would, so a step
+// costs the same however long the run; an older copy that freezes a block
+// moves to its own list and leaves the newer one's alone; a lookahead
+// freezes nothing.
+func TestSteps_FrozenListGrowsByDoubling(t *testing.T) {
+	var s Steps
+	moves, at := 0, (*[]Step)(nil)
+	for i := range 1000 * chunk {
+		s.push(Step{N: i})
+		if len(s.frozen) > 0 && &s.frozen[0] != at {
+			moves, at = moves+1, &s.frozen[0]
+		}
+	}
+	if moves > 12 {
+		t.Fatalf("the frozen list moved %d times in 1,000 blocks, want about log2(1000)", moves)
+	}
+	old := s
+	for i := range chunk {
+		s.push(Step{N: 8000 + i})
+	}
+	for i := range chunk {
+		old.push(Step{N: 9000 + i})
+	}
+	if old.At(7999).N != 7999 || old.At(8000).N != 9000 || s.At(8000).N != 8000 || old.Len() != s.Len() {
+		t.Fatalf("copies freezing at once: old %d at 8000, new %d at 8000", old.At(8000).N, s.At(8000).N)
+	}
+	for i := range s.Len() {
+		if got := s.At(i).N; got != i {
+			t.Fatalf("step %d of the newer copy is %d", i, got)
+		}
+	}
+	for len(s.open) != chunk-1 {
+		s.push(Step{N: s.Len()})
+	}
+	look := s.lookaheadCopy()
+	look.push(Step{N: -1})
+	look.push(Step{N: -2})
+	if len(look.frozen) != len(s.frozen) || &look.frozen[0] != &s.frozen[0] {
+		t.Fatal("a lookahead push past a full block froze it")
+	}
+	if look.At(s.Len()).N != -1 || look.Len() != s.Len()+2 {
+		t.Fatalf("the lookahead reads %d at %d, length %d", look.At(s.Len()).N, s.Len(), look.Len())
+	}
+}
