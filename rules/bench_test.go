@@ -95,7 +95,9 @@ func benchDecisions(b *testing.B, p policy.Policy, req policy.Request, v project
 // for the tool never hold (recorded=1: the default's part); with the file
 // whose 10 rules apply and are audited (recorded=11: each recorded on every
 // step); and with that file composed with the side-effect policy as the
-// worker does: the cost a rules file adds to a step, side by side in one run.
+// worker does: the cost a rules file adds to a step, side by side in one run;
+// and with a policy that answers that composition's ruling without
+// evaluating anything (answer/recorded=13), for profiles of the record alone.
 func BenchmarkStep(b *testing.B) {
 	env := testkit.JetStream(b)
 	log := env.Log(b, events.Config{})
@@ -117,11 +119,19 @@ func BenchmarkStep(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	// The composed ruling answered as is (see BenchmarkStepRatio): what
+	// recording its 13 parts costs, with nothing evaluated.
+	canned, err := composed.Evaluate(context.Background(), policy.Request{Run: "r", Step: 1,
+		Tool: events.ToolSpec{Name: "read", SideEffect: events.ReadOnly, Hash: "h"}, Args: json.RawMessage(`{"n":1}`)}, projector.View{})
+	if err != nil || len(canned.Parts) != 13 {
+		b.Fatalf("composed ruling %+v, %v: want 13 parts", canned, err)
+	}
 	const steps = 100
 	for _, c := range []struct {
 		name string
 		p    policy.Policy
-	}{{"side-effects", se}, {"rules/recorded=1", quiet}, {"rules/recorded=11", rp}, {"rules+side-effects/recorded=13", composed}} {
+	}{{"side-effects", se}, {"rules/recorded=1", quiet}, {"rules/recorded=11", rp}, {"rules+side-effects/recorded=13", composed},
+		{"answer/recorded=13", policy.WithID(answer{canned}, composed.PolicyID())}} {
 		d, err := driver.New(driver.Config{Log: log, Policy: c.p, Tools: []driver.Tool{read, done},
 			Limits: events.Limits{MaxSteps: steps + 1, MaxRepeats: steps + 1}})
 		if err != nil {
