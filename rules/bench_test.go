@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"runtime/metrics"
 	"slices"
 	"strings"
 	"syscall"
@@ -119,6 +120,10 @@ func BenchmarkStep(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	quietComposed, err := policy.Compose(se, quiet)
+	if err != nil {
+		b.Fatal(err)
+	}
 	// The composed ruling answered as is (see BenchmarkStepRatio): what
 	// recording its 13 parts costs, with nothing evaluated.
 	canned, err := composed.Evaluate(context.Background(), policy.Request{Run: "r", Step: 1,
@@ -131,7 +136,7 @@ func BenchmarkStep(b *testing.B) {
 		name string
 		p    policy.Policy
 	}{{"side-effects", se}, {"rules/recorded=1", quiet}, {"rules/recorded=11", rp}, {"rules+side-effects/recorded=13", composed},
-		{"answer/recorded=13", policy.WithID(answer{canned}, composed.PolicyID())}} {
+		{"rules+side-effects/quiet/recorded=3", quietComposed}, {"answer/recorded=13", policy.WithID(answer{canned}, composed.PolicyID())}} {
 		d, err := driver.New(driver.Config{Log: log, Policy: c.p, Tools: []driver.Tool{read, done},
 			Limits: events.Limits{MaxSteps: steps + 1, MaxRepeats: steps + 1}})
 		if err != nil {
@@ -210,6 +215,7 @@ func BenchmarkStepRatio(b *testing.B) {
 	ctx := context.Background()
 	spent := make([]time.Duration, len(ds))
 	cpu := make([]time.Duration, len(ds))
+	heap := make([]uint64, len(ds))
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
 		// The order turns with i, so that no policy always runs right
@@ -219,7 +225,7 @@ func BenchmarkStepRatio(b *testing.B) {
 		for j := range ds {
 			k := (i + j) % len(ds)
 			d := ds[k]
-			t0, c0 := time.Now(), cpuTime()
+			t0, c0, h0 := time.Now(), cpuTime(), allocated()
 			r, err := d.Create(ctx, events.NewID(), "bench", nil)
 			if err != nil {
 				b.Fatal(err)
@@ -229,6 +235,7 @@ func BenchmarkStepRatio(b *testing.B) {
 			}
 			spent[k] += time.Since(t0)
 			cpu[k] += cpuTime() - c0
+			heap[k] += allocated() - h0
 			if st := r.View().Run.Status; st != projector.Completed {
 				b.Fatalf("run ended %s %s", st, r.View().Run.Reason)
 			}
@@ -247,6 +254,21 @@ func BenchmarkStepRatio(b *testing.B) {
 	b.ReportMetric(float64(cpu[2])/float64(cpu[0]), "quiet-cpu-ratio")
 	b.ReportMetric(float64(spent[3])/float64(spent[0]), "recorded-ratio")
 	b.ReportMetric(float64(cpu[3])/float64(cpu[0]), "recorded-cpu-ratio")
+	// What each allocates a step (the embedded server's allocations
+	// included): steadier than any time on a shared machine, and what the
+	// collections a step pays for grow with.
+	perStepB := func(n uint64) float64 { return float64(n) / float64(b.N*steps) }
+	b.ReportMetric(perStepB(heap[0]), "side-effects-B/step")
+	b.ReportMetric(perStepB(heap[1]), "rules-B/step")
+	b.ReportMetric(perStepB(heap[2]), "quiet-B/step")
+	b.ReportMetric(perStepB(heap[3]), "recorded-B/step")
+}
+
+// allocated is the bytes the process has allocated on the heap so far.
+func allocated() uint64 {
+	s := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}}
+	metrics.Read(s)
+	return s[0].Value.Uint64()
 }
 
 // answer is a policy that gives the same ruling every time (its parts a
