@@ -97,10 +97,12 @@ var ids = struct {
 }{entropy: ulid.Monotonic(rand.Reader, 0)}
 
 func marshalBody(body any) (json.RawMessage, error) {
-	// Room for the usual body (a step's decision or observation) at once,
-	// instead of growing from nothing.
-	if b, ok := appendBody(make([]byte, 0, 256), body); ok {
-		return b, nil
+	// Room for the whole body at once (see bodySize), instead of growing
+	// the buffer as it is written.
+	if n, ok := bodySize(body); ok {
+		if b, ok := appendBody(make([]byte, 0, n), body); ok {
+			return b, nil
+		}
 	}
 	return encodeJSON(body)
 }
@@ -124,7 +126,18 @@ func (e Event) Encode() ([]byte, error) {
 	if len(e.Body) == 0 {
 		return nil, fmt.Errorf("encode event %s: no body", e.ID)
 	}
-	b := make([]byte, 0, 160+len(e.Body))
+	// The time is formatted first, so that the buffer is made once at its
+	// final size: a guess short of the envelope (the previous hash alone
+	// is 64 bytes) reallocated it whole, body and all, on the last append.
+	var tb [64]byte
+	t := e.Time.AppendFormat(tb[:0], time.RFC3339Nano)
+	n := len(`{"v":`) + intLen(int64(e.V)) + len(`,"id":`) + quotedLen(e.ID) + len(`,"run":`) + quotedLen(e.Run) +
+		len(`,"seq":`) + uintLen(e.Seq) + len(`,"kind":`) + quotedLen(string(e.Kind)) + len(`,"time":""`) + len(t) +
+		len(`,"body":`) + len(e.Body) + 1
+	if e.Prev != "" {
+		n += len(`,"prev":`) + quotedLen(e.Prev)
+	}
+	b := make([]byte, 0, n)
 	b = append(b, `{"v":`...)
 	b = strconv.AppendInt(b, int64(e.V), 10)
 	b = append(b, `,"id":`...)
@@ -137,7 +150,7 @@ func (e Event) Encode() ([]byte, error) {
 	b = appendString(b, string(e.Kind))
 	b = append(b, `,"time":`...)
 	b = append(b, '"')
-	b = e.Time.AppendFormat(b, time.RFC3339Nano)
+	b = append(b, t...)
 	b = append(b, '"')
 	if e.Prev != "" {
 		b = append(b, `,"prev":`...)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"testing"
 
 	"github.com/arbiter-run/arbiter/events"
@@ -297,5 +298,78 @@ func TestCompose_PartIDsPrefixedEveryCall(t *testing.T) {
 				t.Fatalf("call %d: part %d is %q, want %q", k, i, p.ID, want)
 			}
 		}
+	}
+}
+
+// appender is a member that writes its parts into the composition's
+// (policy.PartsAppender); its plain Evaluate is never to be called then.
+type appender struct {
+	parts   []string
+	short   bool // hand back a ruling without the parts it was given
+	plain   *int
+	prefix  string
+	appends *int
+}
+
+func (a *appender) PolicyID() string { return "app" }
+
+func (a *appender) Evaluate(context.Context, policy.Request, projector.View) (policy.Ruling, error) {
+	*a.plain++
+	return policy.Ruling{Outcome: events.Allow, Reason: "plain"}, nil
+}
+
+func (a *appender) AppendingParts(prefix string) policy.PartsEvaluator {
+	b := *a
+	b.prefix = prefix
+	return &b
+}
+
+func (a *appender) EvaluateAppend(_ context.Context, _ policy.Request, _ projector.View, dst []events.PolicyPart) (policy.Ruling, error) {
+	*a.appends++
+	for _, id := range a.parts {
+		dst = append(dst, events.PolicyPart{ID: a.prefix + id, Outcome: events.Allow})
+	}
+	if a.short {
+		dst = dst[:0]
+	}
+	return policy.Ruling{Outcome: events.Deny, Reason: "appended", Parts: dst}, nil
+}
+
+// TestCompose_AppenderWritesItsPartsInPlace: a member that offers to is
+// asked through its appending evaluator, with its position as the prefix,
+// and its parts follow its own part in the record; one that hands back a
+// ruling without the parts it was given fails the composition closed.
+func TestCompose_AppenderWritesItsPartsInPlace(t *testing.T) {
+	var calls, plain, appends int
+	a := &appender{parts: []string{"x", "y"}, plain: &plain, appends: &appends}
+	c, err := policy.Compose(member("m1", events.Allow, &calls), a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, v := composeReq()
+	for range 3 {
+		d, err := c.Evaluate(context.Background(), req, v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, p := range d.Parts {
+			got = append(got, p.ID+"="+string(p.Outcome)+":"+p.Reason)
+		}
+		want := []string{"m1=allow:m1 says allow", "app=deny:appended", "2 / x=allow:", "2 / y=allow:"}
+		if !reflect.DeepEqual(got, want) || d.Outcome != events.Deny || d.Reason != "app: appended" {
+			t.Fatalf("ruling %s %q, parts %q; want deny by app, parts %q", d.Outcome, d.Reason, got, want)
+		}
+	}
+	if plain != 0 || appends != 3 {
+		t.Errorf("plain Evaluate called %d times, the appending one %d: want 0 and 3", plain, appends)
+	}
+	bad := &appender{parts: []string{"x"}, short: true, plain: &plain, appends: &appends}
+	c, err = policy.Compose(member("m1", events.Allow, &calls), bad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, err := c.Evaluate(context.Background(), req, v); err == nil {
+		t.Fatalf("a member that dropped the parts it was handed: ruling %+v, want an error", d)
 	}
 }

@@ -40,6 +40,7 @@ type compiledRule struct {
 	spec  RuleSpec
 	pol   *compiledPolicy
 	id    string // policy/rule
+	ord   int    // its place in the file's rules (Policy.rules)
 	glob  glob
 	cond  cel.Program
 	fold  *folder        // cond folded per tool spec; nil: none to fold
@@ -118,6 +119,9 @@ func compile(name string, f *File, ps positions) (*Policy, error) {
 	slices.SortStableFunc(p.policies, func(a, b *compiledPolicy) int { return b.spec.Priority - a.spec.Priority })
 	for _, cp := range p.policies {
 		p.rules = append(p.rules, cp.rules...)
+	}
+	for i, r := range p.rules {
+		r.ord = i
 	}
 	p.discovers = p.anyDiscovery()
 	canon, err := jsonform.Marshal(normalized(f))

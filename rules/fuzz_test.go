@@ -12,6 +12,7 @@ import (
 
 	"github.com/arbiter-run/arbiter/events"
 	"github.com/arbiter-run/arbiter/jsonform"
+	"github.com/arbiter-run/arbiter/policy"
 	"github.com/arbiter-run/arbiter/rules"
 )
 
@@ -110,6 +111,23 @@ func FuzzCondition(f *testing.F) {
 			if err != nil || !reflect.DeepEqual(f, d) {
 				t.Fatalf("folded %+v %v, whole %+v", f, err, d)
 			}
+		}
+		// Composed, the file writes its parts into the composition's
+		// (policy.PartsAppender): the ruling the composition makes of its
+		// plain Evaluate.
+		se := policy.WithID(policy.DefaultSideEffects(), "se")
+		in, err := policy.Compose(se, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := policy.Compose(se, hidden{p})
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, aerr := in.Evaluate(context.Background(), req, v)
+		b, berr := out.Evaluate(context.Background(), req, v)
+		if (aerr != nil) != (berr != nil) || !reflect.DeepEqual(a, b) {
+			t.Fatalf("composed, appending %+v (%v), copied %+v (%v)", a, aerr, b, berr)
 		}
 	})
 }

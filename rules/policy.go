@@ -70,6 +70,38 @@ func (p *Policy) Default() string { return p.defName }
 // decided. A condition that fails to evaluate denies (recorded with its
 // error): the policy fails closed.
 func (p *Policy) Evaluate(ctx context.Context, req policy.Request, view projector.View) (policy.Ruling, error) {
+	return p.evaluate(ctx, req, view, nil, nil)
+}
+
+var _ policy.PartsAppender = (*Policy)(nil)
+
+// AppendingParts returns an evaluator that decides as [Policy.Evaluate]
+// does, writing its parts into the slice it is handed with their ids
+// prefixed: the rules' and the default's prefixed ids are made here, once,
+// instead of on every decision by the composition (see
+// [policy.PartsAppender]).
+func (p *Policy) AppendingParts(prefix string) policy.PartsEvaluator {
+	n := &partNames{p: p, def: prefix + p.defID, ids: make([]string, len(p.rules))}
+	for i, r := range p.rules {
+		n.ids[i] = prefix + r.id
+	}
+	return n
+}
+
+// partNames is a policy whose parts are named with a prefix.
+type partNames struct {
+	p   *Policy
+	ids []string // by the rule's place in the file
+	def string
+}
+
+func (n *partNames) EvaluateAppend(ctx context.Context, req policy.Request, view projector.View, dst []events.PolicyPart) (policy.Ruling, error) {
+	return n.p.evaluate(ctx, req, view, dst, n)
+}
+
+// evaluate is [Policy.Evaluate] with the parts appended to dst, and named
+// by names when it is set.
+func (p *Policy) evaluate(ctx context.Context, req policy.Request, view projector.View, dst []events.PolicyPart, names *partNames) (policy.Ruling, error) {
 	// The request, the view and the evaluation escape together (CEL holds
 	// the evaluation as its activation), and nothing keeps them once the
 	// decision is made: they are taken from a pool and handed back
@@ -81,7 +113,7 @@ func (p *Policy) Evaluate(ctx context.Context, req policy.Request, view projecto
 	ev := &h.ev
 	spec := p.specRules(&h.req.Tool)
 	cands, folds := spec.rules, spec.folded(ev)
-	var parts []events.PolicyPart
+	parts := dst
 	var win, confirm verdict // the zero verdict has no rule
 	for i, r := range cands {
 		var fd *folded
@@ -91,6 +123,9 @@ func (p *Policy) Evaluate(ctx context.Context, req policy.Request, view projecto
 		v, ok := r.apply(ev, fd)
 		if !ok {
 			continue
+		}
+		if names != nil {
+			v.part.ID = names.ids[r.ord]
 		}
 		if parts == nil {
 			parts = make([]events.PolicyPart, 0, len(cands)+1)
@@ -111,7 +146,11 @@ func (p *Policy) Evaluate(ctx context.Context, req policy.Request, view projecto
 		if err != nil {
 			return policy.Ruling{}, err
 		}
-		dec.Parts = append(parts, events.PolicyPart{ID: p.defID, Outcome: dec.Outcome, Reason: dec.Reason})
+		id := p.defID
+		if names != nil {
+			id = names.def
+		}
+		dec.Parts = append(parts, events.PolicyPart{ID: id, Outcome: dec.Outcome, Reason: dec.Reason})
 		return dec, nil
 	}
 	dec := policy.Ruling{Outcome: win.outcome, Reason: win.reason, Parts: parts}
