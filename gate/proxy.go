@@ -82,7 +82,7 @@ func (p *proxy) Execute(ctx context.Context, args json.RawMessage) (string, erro
 	case <-t.C:
 	case <-ctx.Done():
 	}
-	close(c.late)
+	c.expire()
 	return "", fmt.Errorf("%w: no result reported for step %d (%s) within %s", driver.ErrInterrupted, at.Step, p.spec.Name, p.wait)
 }
 
@@ -102,7 +102,7 @@ func (p *proxy) call(ctx context.Context, c *call, step int, args json.RawMessag
 	c.ran = true
 	out, err := c.fn(fctx, args)
 	if fctx.Err() != nil && c.ctx.Err() == nil && ctx.Err() == nil {
-		close(c.late)
+		c.expire()
 		return "", fmt.Errorf("%w: no result for step %d (%s) within %s", driver.ErrInterrupted, step, p.spec.Name, p.wait)
 	}
 	return out, err
@@ -114,7 +114,12 @@ type call struct {
 	tool   string
 	args   []byte // PolicyJSON, nil when the arguments are not usable JSON
 	expect int    // the step the call is
-	dec    *driver.Action
+	// dec is the decision to hand the driver when fresh (a new step, not
+	// a pending one asked again or a recovery). call is the drive's agent
+	// (see Decide); cut ends the drive's context.
+	dec   driver.Action
+	fresh bool
+	cut   context.CancelFunc
 
 	// fn and ctx, for a [Run.Call]: the function that runs the call and
 	// the caller's context. ran is set once fn is called (on the drive's
@@ -129,14 +134,33 @@ type call struct {
 	stop     chan struct{}
 	stopOnce sync.Once
 
-	// allowed, result, abandoned and done are an Ask's (nil for a Call).
+	// allowed, result, late, abandoned and done are an Ask's (nil for a
+	// Call).
 	allowed   chan allowed
 	result    chan report
 	late      chan struct{} // closed by the proxy when its wait timed out
 	abandoned chan struct{} // closed when the Ask gave up before the allow
-	decided   bool          // the agent handed dec to the driver (drive goroutine only)
-	handed    bool          // the proxy handed the allow to the Ask (drive goroutine only)
 	done      chan error    // the drive's end
+
+	// Set on the drive's goroutine only (for a Call, the caller's), and
+	// read there or after the drive's end.
+	decided bool // the agent handed dec to the driver
+	handed  bool // the proxy handed the allow to the Ask
+	expired bool // the proxy's wait for the result timed out
+}
+
+var _ driver.Agent = (*call)(nil)
+
+// Decide is the drive's agent: it hands over c's decision once, for the
+// step it is, and cuts the drive the next time it is asked (the step is
+// settled then), before anything more is recorded.
+func (c *call) Decide(ctx context.Context, in driver.StepInput) (driver.Action, error) {
+	if c.fresh && !c.decided && in.Steps.Len()+1 == c.expect {
+		c.decided = true
+		return c.dec, nil
+	}
+	c.cut()
+	return driver.Action{}, ctx.Err()
 }
 
 type allowed struct {
@@ -151,14 +175,16 @@ type report struct {
 
 func (c *call) finish() { c.stopOnce.Do(func() { close(c.stop) }) }
 
-func (c *call) timedOut() bool {
-	select {
-	case <-c.late:
-		return true
-	default:
-		return false
+// expire marks the call timed out: its result, when it comes, is not
+// taken.
+func (c *call) expire() {
+	c.expired = true
+	if c.late != nil {
+		close(c.late) // the Report waiting to hand over a result gives up
 	}
 }
+
+func (c *call) timedOut() bool { return c.expired }
 
 func (c *call) wants(tool string, args []byte, step int) bool {
 	return c.args != nil && tool == c.tool && step == c.expect && bytes.Equal(args, c.args)
