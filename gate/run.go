@@ -232,17 +232,7 @@ func (r *Run) drive(c *call) error {
 // settled turns the end of c's drive into the answer about c.
 func (r *Run) settled(c *call, err error) (Answer, error) {
 	if errors.Is(err, events.ErrConflict) {
-		// Another process moved the run on: whatever it did is in the
-		// log; this one drops its view and reads it again.
-		fresh, lerr := r.g.d.Load(context.WithoutCancel(r.life), r.ID())
-		if lerr == nil {
-			r.r = fresh
-			if v := fresh.View(); v.Run.Status.Ended() {
-				// Ended by someone else (an operator's cancel, say): say so.
-				return Answer{}, &EndedError{Run: v.Run.ID, Status: v.Run.Status, Reason: v.Run.Reason, Detail: v.Run.Detail}
-			}
-		}
-		return Answer{}, fmt.Errorf("ask %s on run %s: %w: %w", c.tool, r.ID(), ErrElsewhere, err)
+		return r.movedOn(c, err)
 	}
 	if err != nil {
 		return Answer{}, fmt.Errorf("ask %s on run %s: %w", c.tool, r.ID(), err)
@@ -253,6 +243,29 @@ func (r *Run) settled(c *call, err error) (Answer, error) {
 	)
 	r.r.Peek(func(v *projector.View) { a, serr = r.settledOn(v, c) })
 	return a, serr
+}
+
+// movedOn is the answer about c when another process moved the run on
+// (err wraps [events.ErrConflict]): whatever it did is in the log; this
+// one drops its view and reads it again. It is apart from settled, whose
+// frame would otherwise hold a copy of a view (3 KB) on every call: a
+// caller whose stack is small (an Ask's Report) would grow it for that.
+func (r *Run) movedOn(c *call, err error) (Answer, error) {
+	fresh, lerr := r.g.d.Load(context.WithoutCancel(r.life), r.ID())
+	if lerr == nil {
+		r.r = fresh
+		var end *EndedError
+		fresh.Peek(func(v *projector.View) {
+			if v.Run.Status.Ended() {
+				// Ended by someone else (an operator's cancel, say): say so.
+				end = &EndedError{Run: v.Run.ID, Status: v.Run.Status, Reason: v.Run.Reason, Detail: v.Run.Detail}
+			}
+		})
+		if end != nil {
+			return Answer{}, end
+		}
+	}
+	return Answer{}, fmt.Errorf("ask %s on run %s: %w: %w", c.tool, r.ID(), ErrElsewhere, err)
 }
 
 // settledOn is the answer about c on the run's own view, which it must not
