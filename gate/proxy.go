@@ -14,7 +14,6 @@ import (
 // proxy is a gate tool as the driver sees it: executing it hands the allow
 // to the program's Ask and waits for the program's Report.
 type proxy struct {
-	g    *Gate
 	spec driver.Spec   // as registered: the timeout is wait plus a second
 	wait time.Duration // how long a result may take to be reported
 }
@@ -23,8 +22,8 @@ type proxy struct {
 // that it is the proxy's own wait, not the driver's deadline, that ends a
 // call never reported: the driver takes that as an interrupted call, not
 // as a timeout the model may simply retry (as the mcp adapter does).
-func newProxy(g *Gate, s driver.Spec) *proxy {
-	p := &proxy{g: g, spec: s, wait: s.Timeout}
+func newProxy(s driver.Spec) *proxy {
+	p := &proxy{spec: s, wait: s.Timeout}
 	if s.Timeout > 0 {
 		p.spec.Timeout += time.Second
 	}
@@ -53,7 +52,7 @@ func (p *proxy) Inline() bool { return true }
 // (see call.stop).
 func (p *proxy) Execute(ctx context.Context, args json.RawMessage) (string, error) {
 	at, _ := driver.CallOf(ctx)
-	c := p.g.current(at.Run)
+	c := callOf(ctx)
 	if c == nil || !c.wants(p.spec.Name, args, at.Step) || c.timedOut() || c.handed {
 		// Nobody waits for this allow: after a timeout, or once the call
 		// was handed to an Ask (whose program reported it interrupted),
@@ -120,6 +119,8 @@ type call struct {
 	dec   driver.Action
 	fresh bool
 	cut   context.CancelFunc
+	// within is the drive's context, carrying the call to the proxy.
+	within within
 
 	// fn and ctx, for a [Run.Call]: the function that runs the call and
 	// the caller's context. ran is set once fn is called (on the drive's
@@ -171,6 +172,31 @@ type allowed struct {
 type report struct {
 	out string
 	err error
+}
+
+// within is a drive's context: the drive of call c.
+type within struct {
+	context.Context
+	c *call
+}
+
+type callKey struct{}
+
+// Value answers callKey with the call; anything else is the drive's
+// context's. The context it embeds stays the driver's parent: a context
+// derived from within is canceled with it at no cost of its own.
+func (w *within) Value(key any) any {
+	if _, ok := key.(callKey); ok {
+		return w.c
+	}
+	return w.Context.Value(key)
+}
+
+// callOf returns the call whose drive ctx is in, or nil: a drive that is
+// not a gate call's (the driver used directly) has no program waiting.
+func callOf(ctx context.Context) *call {
+	c, _ := ctx.Value(callKey{}).(*call)
+	return c
 }
 
 func (c *call) finish() { c.stopOnce.Do(func() { close(c.stop) }) }

@@ -89,14 +89,12 @@ func (r *Run) Ask(ctx context.Context, tool string, args json.RawMessage) (Answe
 		r.inflight = c
 		return Answer{Verdict: Allow, Step: a.step, Args: a.args}, nil
 	case err := <-c.done:
-		r.g.unregister(r.ID(), c)
 		return r.settled(c, err)
 	case <-ctx.Done():
 		close(c.abandoned)
 		// The drive goes on to its end (nothing it hands out is taken);
 		// the next Ask waits for it under the lock.
 		err := <-c.done
-		r.g.unregister(r.ID(), c)
 		if _, serr := r.settled(c, err); serr != nil && !errors.Is(serr, context.Canceled) {
 			return Answer{}, serr
 		}
@@ -136,7 +134,6 @@ func (r *Run) Call(ctx context.Context, tool string, args json.RawMessage, fn fu
 	}
 	c.fn, c.ctx = fn, ctx
 	derr := r.drive(c)
-	r.g.unregister(r.ID(), c)
 	a, serr := r.settled(c, derr)
 	if !c.ran {
 		if err := ctx.Err(); err != nil && (serr == nil || errors.Is(serr, context.Canceled)) {
@@ -206,7 +203,6 @@ func (r *Run) planOn(v *projector.View, tool string, args json.RawMessage) (*cal
 		c.dec = driver.Action{Tool: tool, Args: append(json.RawMessage(nil), args...)}
 		c.fresh = true
 	}
-	r.g.register(v.Run.ID, c)
 	return c, nil
 }
 
@@ -219,7 +215,10 @@ func (r *Run) drive(c *call) error {
 	ctx, cancel := context.WithCancel(r.life)
 	defer cancel()
 	c.cut = cancel
-	err := r.g.d.DriveUntil(ctx, r.r, c, c.stop)
+	// The proxy finds the call it runs in the context the driver hands
+	// it, which it derives from this one.
+	c.within = within{Context: ctx, c: c}
+	err := r.g.d.DriveUntil(&c.within, r.r, c, c.stop)
 	switch {
 	case errors.Is(err, driver.ErrStopped):
 		return nil // the call's step is settled
@@ -340,7 +339,6 @@ func (r *Run) Report(_ context.Context, out string, err error) (Answer, error) {
 		late = true
 	}
 	derr := <-c.done
-	r.g.unregister(r.ID(), c)
 	a, serr := r.settled(c, derr)
 	if late {
 		return a, fmt.Errorf("report step %d on run %s: %w", c.expect, r.ID(), ErrLate)
