@@ -97,7 +97,11 @@ func (p *proxy) call(ctx context.Context, c *call, step int, args json.RawMessag
 	}
 	fctx, cancel := context.WithTimeout(ctx, p.wait)
 	defer cancel()
-	defer context.AfterFunc(c.ctx, cancel)()
+	if c.ctx.Done() != nil {
+		// fn's context ends with the caller's too (one that can never
+		// end, context.Background, needs no link).
+		defer context.AfterFunc(c.ctx, cancel)()
+	}
 	c.ran = true
 	out, err := c.fn(fctx, args)
 	if fctx.Err() != nil && c.ctx.Err() == nil && ctx.Err() == nil {
