@@ -156,7 +156,8 @@ func BenchmarkCallAfterIdle(b *testing.B) {
 }
 
 // BenchmarkCallAllocs is [gate.Run.Call] as the gateway's handler makes
-// it, each on a goroutine of its own (the go-sdk starts one per request),
+// it, each on a goroutine of its own with a context of its own (the go-sdk
+// starts one per request, with a context its cancellation ends),
 // b.N calls in one run, for its allocations: B/op and allocs/op count
 // everything the process allocates meanwhile, the embedded server's work
 // on the call's two appends included. Run with -benchtime 2000x and again
@@ -182,7 +183,10 @@ func BenchmarkCallAllocs(b *testing.B) {
 	for b.Loop() {
 		args := json.RawMessage(fmt.Sprintf(`{"path":"%d"}`, i))
 		go func() {
-			a, err := called.Call(ctx, "read", args, run)
+			// A context of its own, as the go-sdk gives each request.
+			rctx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			a, err := called.Call(rctx, "read", args, run)
 			if err == nil && a.Verdict != gate.Done {
 				err = fmt.Errorf("call: %+v", a)
 			}
