@@ -155,6 +155,50 @@ func BenchmarkCallAfterIdle(b *testing.B) {
 	b.ReportMetric(float64(c)/float64(a), "call/2cold-appends")
 }
 
+// BenchmarkCallAllocs is [gate.Run.Call] as the gateway's handler makes
+// it, each on a goroutine of its own with a context of its own (the go-sdk
+// starts one per request, with a context its cancellation ends),
+// b.N calls in one run, for its allocations: B/op and allocs/op count
+// everything the process allocates meanwhile, the embedded server's work
+// on the call's two appends included. Run with -benchtime 2000x and again
+// with a longer run (60000x): what a call allocates must not grow with
+// the run's length.
+func BenchmarkCallAllocs(b *testing.B) {
+	e := newEnvB(b)
+	e.cfg.Limits = events.Limits{MaxSteps: 1 << 30, MaxRepeats: 1 << 30}
+	g, err := gate.New(e.cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	called, err := g.Open(ctx, "bench-call", "program", nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer called.Close()
+	run := func(_ context.Context, _ json.RawMessage) (string, error) { return "ok", nil }
+	done := make(chan error)
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		args := json.RawMessage(fmt.Sprintf(`{"path":"%d"}`, i))
+		go func() {
+			// A context of its own, as the go-sdk gives each request.
+			rctx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			a, err := called.Call(rctx, "read", args, run)
+			if err == nil && a.Verdict != gate.Done {
+				err = fmt.Errorf("call: %+v", a)
+			}
+			done <- err
+		}()
+		if err := <-done; err != nil {
+			b.Fatal(err)
+		}
+		i++
+	}
+}
+
 func appendEvent(b *testing.B, log *events.Log, tail events.Tail, k events.Kind, body any) events.Tail {
 	ev, err := events.New("bench-appends", k, body)
 	if err != nil {

@@ -201,6 +201,36 @@ func TestGate_CallPastTheTimeoutIsLate(t *testing.T) {
 	}
 }
 
+// A Call's function has its context ended when the caller's ends while it
+// runs, and what it returns then is recorded (the caller gave up, the
+// call ran); a caller whose context can never end (context.Background)
+// has its call run all the same.
+func TestGate_CallsFunctionEndsWithTheCallersContext(t *testing.T) {
+	e := newEnv(t)
+	r := open(t, e.gate(t), "call-caller-ends")
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	f := &runner{fn: func(fctx context.Context, _ int) (string, error) {
+		cancel()
+		select {
+		case <-fctx.Done():
+			return "", fmt.Errorf("stopped: %w", fctx.Err())
+		case <-time.After(5 * time.Second):
+			return "", errors.New("the function's context did not end with the caller's")
+		}
+	}}
+	a, err := r.Call(ctx, "read", json.RawMessage(`{"path":"a"}`), f.run)
+	if err != nil || !a.Ran || a.Verdict != gate.Done || a.Observation == nil ||
+		a.Observation.Kind != events.ObsToolError || a.Observation.Content != "stopped: "+context.Canceled.Error() {
+		t.Fatalf("call whose caller gave up while it ran: got %+v, %v; want it done with a tool error saying it stopped", a, err)
+	}
+	call(t, r, "read", `{"path":"b"}`, &runner{}, gate.Done)
+	b, err := r.Call(context.Background(), "read", json.RawMessage(`{"path":"c"}`), (&runner{}).run)
+	if err != nil || b.Verdict != gate.Done || b.Observation.Content != `ran {"path":"c"}` {
+		t.Fatalf("call with a context that never ends: got %+v, %v", b, err)
+	}
+}
+
 // A Call whose context has ended records nothing and runs nothing; one
 // whose context ends before the allow is stored does not run either.
 func TestGate_CallWithAnEndedContextRunsNothing(t *testing.T) {

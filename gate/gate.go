@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/arbiter-run/arbiter/approvals"
@@ -58,9 +57,6 @@ type Gate struct {
 	d     *driver.Driver
 	now   func() time.Time
 	tools map[string]*driver.CompiledTool
-
-	mu    sync.Mutex
-	calls map[string]*call // the call each run of this gate is asking, by run id
 }
 
 // New checks cfg and builds a gate. A tool the driver refuses is an error
@@ -69,10 +65,10 @@ func New(cfg Config) (*Gate, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	g := &Gate{tools: map[string]*driver.CompiledTool{}, calls: map[string]*call{}}
+	g := &Gate{tools: map[string]*driver.CompiledTool{}}
 	tools := make([]driver.Tool, len(cfg.Tools))
 	for i, s := range cfg.Tools {
-		p := newProxy(g, s)
+		p := newProxy(s)
 		ct, err := driver.Compile(p)
 		if err != nil {
 			return nil, fmt.Errorf("new gate: %w", err)
@@ -130,24 +126,4 @@ func (g *Gate) Resume(ctx context.Context, id string) (*Run, error) {
 func (g *Gate) newRun(r *driver.Run) *Run {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Run{g: g, id: r.ID(), r: r, life: ctx, stop: cancel}
-}
-
-func (g *Gate) register(run string, c *call) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.calls[run] = c
-}
-
-func (g *Gate) unregister(run string, c *call) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.calls[run] == c {
-		delete(g.calls, run)
-	}
-}
-
-func (g *Gate) current(run string) *call {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.calls[run]
 }

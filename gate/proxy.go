@@ -14,7 +14,6 @@ import (
 // proxy is a gate tool as the driver sees it: executing it hands the allow
 // to the program's Ask and waits for the program's Report.
 type proxy struct {
-	g    *Gate
 	spec driver.Spec   // as registered: the timeout is wait plus a second
 	wait time.Duration // how long a result may take to be reported
 }
@@ -23,8 +22,8 @@ type proxy struct {
 // that it is the proxy's own wait, not the driver's deadline, that ends a
 // call never reported: the driver takes that as an interrupted call, not
 // as a timeout the model may simply retry (as the mcp adapter does).
-func newProxy(g *Gate, s driver.Spec) *proxy {
-	p := &proxy{g: g, spec: s, wait: s.Timeout}
+func newProxy(s driver.Spec) *proxy {
+	p := &proxy{spec: s, wait: s.Timeout}
 	if s.Timeout > 0 {
 		p.spec.Timeout += time.Second
 	}
@@ -53,7 +52,7 @@ func (p *proxy) Inline() bool { return true }
 // (see call.stop).
 func (p *proxy) Execute(ctx context.Context, args json.RawMessage) (string, error) {
 	at, _ := driver.CallOf(ctx)
-	c := p.g.current(at.Run)
+	c := callOf(ctx)
 	if c == nil || !c.wants(p.spec.Name, args, at.Step) || c.timedOut() || c.handed {
 		// Nobody waits for this allow: after a timeout, or once the call
 		// was handed to an Ask (whose program reported it interrupted),
@@ -82,7 +81,7 @@ func (p *proxy) Execute(ctx context.Context, args json.RawMessage) (string, erro
 	case <-t.C:
 	case <-ctx.Done():
 	}
-	close(c.late)
+	c.expire()
 	return "", fmt.Errorf("%w: no result reported for step %d (%s) within %s", driver.ErrInterrupted, at.Step, p.spec.Name, p.wait)
 }
 
@@ -98,11 +97,15 @@ func (p *proxy) call(ctx context.Context, c *call, step int, args json.RawMessag
 	}
 	fctx, cancel := context.WithTimeout(ctx, p.wait)
 	defer cancel()
-	defer context.AfterFunc(c.ctx, cancel)()
+	if c.ctx.Done() != nil {
+		// fn's context ends with the caller's too (one that can never
+		// end, context.Background, needs no link).
+		defer context.AfterFunc(c.ctx, cancel)()
+	}
 	c.ran = true
 	out, err := c.fn(fctx, args)
 	if fctx.Err() != nil && c.ctx.Err() == nil && ctx.Err() == nil {
-		close(c.late)
+		c.expire()
 		return "", fmt.Errorf("%w: no result for step %d (%s) within %s", driver.ErrInterrupted, step, p.spec.Name, p.wait)
 	}
 	return out, err
@@ -114,7 +117,14 @@ type call struct {
 	tool   string
 	args   []byte // PolicyJSON, nil when the arguments are not usable JSON
 	expect int    // the step the call is
-	dec    *driver.Action
+	// dec is the decision to hand the driver when fresh (a new step, not
+	// a pending one asked again or a recovery). call is the drive's agent
+	// (see Decide); cut ends the drive's context.
+	dec   driver.Action
+	fresh bool
+	cut   context.CancelFunc
+	// within is the drive's context, carrying the call to the proxy.
+	within within
 
 	// fn and ctx, for a [Run.Call]: the function that runs the call and
 	// the caller's context. ran is set once fn is called (on the drive's
@@ -129,14 +139,33 @@ type call struct {
 	stop     chan struct{}
 	stopOnce sync.Once
 
-	// allowed, result, abandoned and done are an Ask's (nil for a Call).
+	// allowed, result, late, abandoned and done are an Ask's (nil for a
+	// Call).
 	allowed   chan allowed
 	result    chan report
 	late      chan struct{} // closed by the proxy when its wait timed out
 	abandoned chan struct{} // closed when the Ask gave up before the allow
-	decided   bool          // the agent handed dec to the driver (drive goroutine only)
-	handed    bool          // the proxy handed the allow to the Ask (drive goroutine only)
 	done      chan error    // the drive's end
+
+	// Set on the drive's goroutine only (for a Call, the caller's), and
+	// read there or after the drive's end.
+	decided bool // the agent handed dec to the driver
+	handed  bool // the proxy handed the allow to the Ask
+	expired bool // the proxy's wait for the result timed out
+}
+
+var _ driver.Agent = (*call)(nil)
+
+// Decide is the drive's agent: it hands over c's decision once, for the
+// step it is, and cuts the drive the next time it is asked (the step is
+// settled then), before anything more is recorded.
+func (c *call) Decide(ctx context.Context, in driver.StepInput) (driver.Action, error) {
+	if c.fresh && !c.decided && in.Steps.Len()+1 == c.expect {
+		c.decided = true
+		return c.dec, nil
+	}
+	c.cut()
+	return driver.Action{}, ctx.Err()
 }
 
 type allowed struct {
@@ -149,16 +178,43 @@ type report struct {
 	err error
 }
 
+// within is a drive's context: the drive of call c.
+type within struct {
+	context.Context
+	c *call
+}
+
+type callKey struct{}
+
+// Value answers callKey with the call; anything else is the drive's
+// context's. The context it embeds stays the driver's parent: a context
+// derived from within is canceled with it at no cost of its own.
+func (w *within) Value(key any) any {
+	if _, ok := key.(callKey); ok {
+		return w.c
+	}
+	return w.Context.Value(key)
+}
+
+// callOf returns the call whose drive ctx is in, or nil: a drive that is
+// not a gate call's (the driver used directly) has no program waiting.
+func callOf(ctx context.Context) *call {
+	c, _ := ctx.Value(callKey{}).(*call)
+	return c
+}
+
 func (c *call) finish() { c.stopOnce.Do(func() { close(c.stop) }) }
 
-func (c *call) timedOut() bool {
-	select {
-	case <-c.late:
-		return true
-	default:
-		return false
+// expire marks the call timed out: its result, when it comes, is not
+// taken.
+func (c *call) expire() {
+	c.expired = true
+	if c.late != nil {
+		close(c.late) // the Report waiting to hand over a result gives up
 	}
 }
+
+func (c *call) timedOut() bool { return c.expired }
 
 func (c *call) wants(tool string, args []byte, step int) bool {
 	return c.args != nil && tool == c.tool && step == c.expect && bytes.Equal(args, c.args)

@@ -79,7 +79,7 @@ func (r *Run) Ask(ctx context.Context, tool string, args json.RawMessage) (Answe
 	}
 	// The program runs the call between Ask and Report, so the drive,
 	// which waits in the proxy meanwhile, has a goroutine of its own.
-	c.allowed, c.result, c.abandoned, c.done = make(chan allowed), make(chan report), make(chan struct{}), make(chan error, 1)
+	c.allowed, c.result, c.late, c.abandoned, c.done = make(chan allowed), make(chan report), make(chan struct{}), make(chan struct{}), make(chan error, 1)
 	go func() {
 		growStack(0)
 		c.done <- r.drive(c)
@@ -89,14 +89,12 @@ func (r *Run) Ask(ctx context.Context, tool string, args json.RawMessage) (Answe
 		r.inflight = c
 		return Answer{Verdict: Allow, Step: a.step, Args: a.args}, nil
 	case err := <-c.done:
-		r.g.unregister(r.ID(), c)
 		return r.settled(c, err)
 	case <-ctx.Done():
 		close(c.abandoned)
 		// The drive goes on to its end (nothing it hands out is taken);
 		// the next Ask waits for it under the lock.
 		err := <-c.done
-		r.g.unregister(r.ID(), c)
 		if _, serr := r.settled(c, err); serr != nil && !errors.Is(serr, context.Canceled) {
 			return Answer{}, serr
 		}
@@ -136,7 +134,6 @@ func (r *Run) Call(ctx context.Context, tool string, args json.RawMessage, fn fu
 	}
 	c.fn, c.ctx = fn, ctx
 	derr := r.drive(c)
-	r.g.unregister(r.ID(), c)
 	a, serr := r.settled(c, derr)
 	if !c.ran {
 		if err := ctx.Err(); err != nil && (serr == nil || errors.Is(serr, context.Canceled)) {
@@ -168,21 +165,23 @@ func (r *Run) planOn(v *projector.View, tool string, args json.RawMessage) (*cal
 	if v.Run.Status.Ended() {
 		return nil, &EndedError{Run: v.Run.ID, Status: v.Run.Status, Reason: v.Run.Reason, Detail: v.Run.Detail}
 	}
-	c := &call{tool: tool, late: make(chan struct{}), stop: make(chan struct{})}
+	c := &call{tool: tool, stop: make(chan struct{})}
 	// Only to compare with what the run recorded (a pending approval, an
 	// allowed call): the driver checks the call against the schema itself.
 	if canon, err := jsonform.PolicyJSON(args); err == nil {
 		c.args = canon
 	}
 	same := func(t string, a []byte) bool { return c.args != nil && t == tool && bytes.Equal(a, c.args) }
-	last := v.Step(v.Steps.Len())
-	if last != nil && last.Executing() {
+	// The last step's summary copies nothing; the step itself is read only
+	// when its call may be this one's recovery.
+	last, _ := v.Summary(v.Steps.Len())
+	if last.Executing {
 		// A call allowed less than its tool's timeout ago may still be
 		// running in another process that holds the run: recovering it now
 		// would take a live call for an interrupted one.
-		if until := v.Run.Updated.Add(recordedTimeout(v, last.Decision.Tool)); r.g.now().Before(until) {
+		if until := v.Run.Updated.Add(recordedTimeout(v, last.Tool)); r.g.now().Before(until) {
 			return nil, fmt.Errorf("ask %s on run %s: %w: step %d (%s) was allowed at %s and may still be running; ask again after %s",
-				tool, v.Run.ID, ErrElsewhere, last.N, last.Decision.Tool, v.Run.Updated.Format(time.RFC3339Nano), until.Format(time.RFC3339Nano))
+				tool, v.Run.ID, ErrElsewhere, last.N, last.Tool, v.Run.Updated.Format(time.RFC3339Nano), until.Format(time.RFC3339Nano))
 		}
 	}
 	switch {
@@ -195,15 +194,15 @@ func (r *Run) planOn(v *projector.View, tool string, args json.RawMessage) (*cal
 			return nil, &WaitingError{Run: v.Run.ID, Approval: copyApproval(a)}
 		}
 		c.expect = a.Step
-	case last != nil && last.Executing() && same(last.Decision.Tool, last.Policy.Args):
+	case last.Executing && same(last.Tool, v.Step(last.N).Policy.Args):
 		// The call was allowed before this process restarted and its
 		// result was never recorded: its recovery is this call.
 		c.expect = last.N
 	default:
 		c.expect = v.Steps.Len() + 1
-		c.dec = &driver.Action{Tool: tool, Args: append(json.RawMessage(nil), args...)}
+		c.dec = driver.Action{Tool: tool, Args: append(json.RawMessage(nil), args...)}
+		c.fresh = true
 	}
-	r.g.register(v.Run.ID, c)
 	return c, nil
 }
 
@@ -215,15 +214,11 @@ func (r *Run) planOn(v *projector.View, tool string, args json.RawMessage) (*cal
 func (r *Run) drive(c *call) error {
 	ctx, cancel := context.WithCancel(r.life)
 	defer cancel()
-	agent := driver.AgentFunc(func(ctx context.Context, in driver.StepInput) (driver.Action, error) {
-		if c.dec != nil && !c.decided && in.Steps.Len()+1 == c.expect {
-			c.decided = true
-			return *c.dec, nil
-		}
-		cancel()
-		return driver.Action{}, ctx.Err()
-	})
-	err := r.g.d.DriveUntil(ctx, r.r, agent, c.stop)
+	c.cut = cancel
+	// The proxy finds the call it runs in the context the driver hands
+	// it, which it derives from this one.
+	c.within = within{Context: ctx, c: c}
+	err := r.g.d.DriveUntil(&c.within, r.r, c, c.stop)
 	switch {
 	case errors.Is(err, driver.ErrStopped):
 		return nil // the call's step is settled
@@ -236,17 +231,7 @@ func (r *Run) drive(c *call) error {
 // settled turns the end of c's drive into the answer about c.
 func (r *Run) settled(c *call, err error) (Answer, error) {
 	if errors.Is(err, events.ErrConflict) {
-		// Another process moved the run on: whatever it did is in the
-		// log; this one drops its view and reads it again.
-		fresh, lerr := r.g.d.Load(context.WithoutCancel(r.life), r.ID())
-		if lerr == nil {
-			r.r = fresh
-			if v := fresh.View(); v.Run.Status.Ended() {
-				// Ended by someone else (an operator's cancel, say): say so.
-				return Answer{}, &EndedError{Run: v.Run.ID, Status: v.Run.Status, Reason: v.Run.Reason, Detail: v.Run.Detail}
-			}
-		}
-		return Answer{}, fmt.Errorf("ask %s on run %s: %w: %w", c.tool, r.ID(), ErrElsewhere, err)
+		return r.movedOn(c, err)
 	}
 	if err != nil {
 		return Answer{}, fmt.Errorf("ask %s on run %s: %w", c.tool, r.ID(), err)
@@ -259,20 +244,42 @@ func (r *Run) settled(c *call, err error) (Answer, error) {
 	return a, serr
 }
 
+// movedOn is the answer about c when another process moved the run on
+// (err wraps [events.ErrConflict]): whatever it did is in the log; this
+// one drops its view and reads it again. It is apart from settled, whose
+// frame would otherwise hold a copy of a view (3 KB) on every call: a
+// caller whose stack is small (an Ask's Report) would grow it for that.
+func (r *Run) movedOn(c *call, err error) (Answer, error) {
+	fresh, lerr := r.g.d.Load(context.WithoutCancel(r.life), r.ID())
+	if lerr == nil {
+		r.r = fresh
+		var end *EndedError
+		fresh.Peek(func(v *projector.View) {
+			if v.Run.Status.Ended() {
+				// Ended by someone else (an operator's cancel, say): say so.
+				end = &EndedError{Run: v.Run.ID, Status: v.Run.Status, Reason: v.Run.Reason, Detail: v.Run.Detail}
+			}
+		})
+		if end != nil {
+			return Answer{}, end
+		}
+	}
+	return Answer{}, fmt.Errorf("ask %s on run %s: %w: %w", c.tool, r.ID(), ErrElsewhere, err)
+}
+
 // settledOn is the answer about c on the run's own view, which it must not
 // change or keep: what it hands out is copied.
 func (r *Run) settledOn(v *projector.View, c *call) (Answer, error) {
-	s := v.Step(c.expect)
+	s, ok := v.Summary(c.expect)
 	if a := v.PendingApproval(); v.Run.Status == projector.Waiting && a != nil {
 		cp := copyApproval(a)
-		if s != nil && a.Step == s.N {
+		if ok && a.Step == s.N {
 			return Answer{Verdict: Pending, Step: s.N, Approval: &cp}, nil
 		}
 		return Answer{}, &WaitingError{Run: v.Run.ID, Approval: cp}
 	}
-	if s != nil && s.Observation != nil {
-		o := *s.Observation
-		return Answer{Verdict: Deny, Step: s.N, Observation: &o, Ended: v.Run.Status.Ended()}, nil
+	if ok && s.Observation != "" {
+		return Answer{Verdict: Deny, Step: s.N, Observation: observation(v, s.N), Ended: v.Run.Status.Ended()}, nil
 	}
 	if v.Run.Status.Ended() {
 		// The run ended on this call without an observation for it: an
@@ -281,6 +288,15 @@ func (r *Run) settledOn(v *projector.View, c *call) (Answer, error) {
 		return Answer{Verdict: Deny, Step: c.expect, Observation: &o, Ended: true}, nil
 	}
 	return Answer{}, fmt.Errorf("ask %s on run %s: step %d was not settled (run %s)", c.tool, r.ID(), c.expect, v.Run.Status)
+}
+
+// observation returns a copy of step n's observation, which it has: the
+// step is read by value when it is the last (a settled call's usually is).
+func observation(v *projector.View, n int) *events.ObservedBody {
+	if s, ok := v.Steps.Last(); ok && s.N == n {
+		return s.Observation
+	}
+	return v.Step(n).Observation
 }
 
 // recordedTimeout is the timeout the run recorded for tool.
@@ -323,7 +339,6 @@ func (r *Run) Report(_ context.Context, out string, err error) (Answer, error) {
 		late = true
 	}
 	derr := <-c.done
-	r.g.unregister(r.ID(), c)
 	a, serr := r.settled(c, derr)
 	if late {
 		return a, fmt.Errorf("report step %d on run %s: %w", c.expect, r.ID(), ErrLate)

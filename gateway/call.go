@@ -16,6 +16,10 @@ import (
 // handler is the host's call of tool: asked of the gate, run upstream when
 // allowed, answered with what the run recorded.
 func (g *Gateway) handler(tool string) sdk.ToolHandler {
+	// The upstream call runs inside the gate's call, on the handler's
+	// goroutine, once its write-ahead allow is stored, with the arguments
+	// the gate allowed. Taken once here, not a method value a call.
+	upstream := g.tools[tool].Execute
 	return func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 		args := req.Params.Arguments
 		if len(args) == 0 {
@@ -28,10 +32,7 @@ func (g *Gateway) handler(tool string) sdk.ToolHandler {
 		if err != nil {
 			return failed(fmt.Errorf("arbiter could not open this session's run: %w", err)), nil
 		}
-		// The upstream call runs inside the gate's call, on this
-		// goroutine, once its write-ahead allow is stored, with the
-		// arguments the gate allowed.
-		a, err := g.call(ctx, run, tool, args, g.tools[tool].Execute)
+		a, err := g.call(ctx, run, tool, args, upstream)
 		switch {
 		case err != nil && a.Ran:
 			return failed(fmt.Errorf("arbiter could not record the result: %w", err)), nil
@@ -48,11 +49,14 @@ func (g *Gateway) handler(tool string) sdk.ToolHandler {
 // call ran) calls again, every Poll up to Wait: each call takes in a
 // decision an operator published.
 func (g *Gateway) call(ctx context.Context, run *gate.Run, tool string, args json.RawMessage, fn func(context.Context, json.RawMessage) (string, error)) (gate.Answer, error) {
-	deadline := time.Now().Add(g.cfg.Wait)
+	var deadline time.Time // read the clock only for a call that waits
 	for {
 		a, err := run.Call(ctx, tool, args, fn)
 		if err != nil || a.Verdict != gate.Pending || a.Ran {
 			return a, err
+		}
+		if deadline.IsZero() {
+			deadline = time.Now().Add(g.cfg.Wait)
 		}
 		left := time.Until(deadline)
 		if left <= 0 {
