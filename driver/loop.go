@@ -272,8 +272,7 @@ func (d *Driver) decidedWith(run string, body events.StepDecidedBody, at time.Ti
 	if j.policy == nil {
 		return prepared{}, false
 	}
-	pb := *j.policy
-	body.Policy = &pb
+	body.Policy = j.policy // shared: neither the event nor the fold writes through it
 	both, err := d.prepare(run, events.StepDecided, body)
 	if err != nil {
 		return prepared{}, false
