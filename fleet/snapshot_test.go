@@ -258,3 +258,52 @@ func TestWorker_NewRunLooksUpNoSnapshot(t *testing.T) {
 		}
 	}
 }
+
+// TestWorker_EndedRunsNudgeIsAcked: the nudge of a run the worker drove to
+// its end is acknowledged (without waiting for the server's confirmation)
+// and stays so: the consumer holds nothing pending and delivers it once,
+// past the point where an unacknowledged nudge would have come back.
+func TestWorker_EndedRunsNudgeIsAcked(t *testing.T) {
+	e := newEnv(t, fleet.Config{AckWait: time.Second})
+	read := testkit.NewLedger("read", events.ReadOnly, testkit.AnyObject)
+	d := e.driver(t, read, testkit.NewLedger("done", events.ReadOnly, testkit.AnyObject).Terminal())
+	w, err := fleet.NewWorker(fleet.WorkerConfig{Driver: d, Queue: e.q, Snapshots: e.s, Agents: map[string]driver.Agent{
+		"s": scripted.Agent{Decisions: []driver.Action{scripted.Call("read", `{}`), scripted.Call("done", `{}`)}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = w.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	if err := e.q.Start(ctx, d, "ends", "s", nil); err != nil {
+		t.Fatal(err)
+	}
+	waitStatus(t, d, "ends", projector.Completed)
+	cons, err := e.js.JS.Consumer(t.Context(), e.q.Config().WorkStream, e.q.Config().Consumer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	settled := time.Time{}
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		info, err := cons.Info(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.Delivered.Consumer > 1 {
+			t.Fatalf("the ended run's nudge was delivered %d times", info.Delivered.Consumer)
+		}
+		if info.NumAckPending == 0 && info.NumPending == 0 && settled.IsZero() {
+			settled = time.Now()
+		}
+		// Two ack waits after it settled: an ack the server never took
+		// would have brought the nudge back by then.
+		if !settled.IsZero() && time.Since(settled) > 2*time.Second {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the ended run's nudge was not settled: %+v", info)
+		}
+	}
+}

@@ -310,6 +310,15 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, stop <-chan stru
 		_ = msg.NakWithDelay(5 * time.Second)
 		return
 	}
+	if r.View().Run.Status.Ended() {
+		// Nothing moves an ended run: an ack that is lost only brings the
+		// nudge back once, to a worker that finds the run ended and acks it
+		// again. No need to wait for the server to confirm this one.
+		if err := msg.Ack(); err != nil {
+			w.log.Warn("ack nudge", "run", run, "err", err)
+		}
+		return
+	}
 	if err := msg.DoubleAck(ctx); err != nil {
 		w.log.Warn("ack nudge", "run", run, "err", err)
 	}
