@@ -3,6 +3,7 @@ package fleet_test
 import (
 	"context"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -43,10 +44,13 @@ func TestFleet_RunWithAnAgentNobodyOffersFailsVisibly(t *testing.T) {
 }
 
 // runWorker runs w until the test ends.
-func runWorker(t *testing.T, w *fleet.Worker) {
+func runWorker(t *testing.T, w *fleet.Worker) (stop func()) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); _ = w.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	var once sync.Once
+	stop = func() { once.Do(func() { cancel(); <-done }) }
+	t.Cleanup(stop)
+	return stop
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"reflect"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -208,13 +207,7 @@ func TestWorker_NewRunLooksUpNoSnapshot(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ctx, cancel := context.WithCancel(t.Context())
-		done := make(chan struct{})
-		go func() { defer close(done); _ = w.Run(ctx) }()
-		var once sync.Once
-		stop = func() { once.Do(func() { cancel(); <-done }) }
-		t.Cleanup(stop)
-		return stop
+		return runWorker(t, w)
 	}
 	count := func() (n int) {
 		for {
@@ -273,11 +266,8 @@ func TestWorker_EndedRunsNudgeIsAcked(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = w.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	if err := e.q.Start(ctx, d, "ends", "s", nil); err != nil {
+	runWorker(t, w)
+	if err := e.q.Start(t.Context(), d, "ends", "s", nil); err != nil {
 		t.Fatal(err)
 	}
 	waitStatus(t, d, "ends", projector.Completed)
