@@ -22,12 +22,7 @@ import (
 // reports the medians, their ratios, and the median of the last tenth of
 // the calls against the first tenth (the cost must not grow with the run).
 func BenchmarkAsk(b *testing.B) {
-	e := newEnvB(b)
-	e.cfg.Limits = events.Limits{MaxSteps: 1 << 30, MaxRepeats: 1 << 30}
-	g, err := gate.New(e.cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
+	e, g := benchGate(b)
 	ctx := context.Background()
 	asked, err := g.Open(ctx, "bench-ask", "program", nil)
 	if err != nil {
@@ -99,12 +94,7 @@ func BenchmarkAsk(b *testing.B) {
 // them. The sleeps are not timed.
 func BenchmarkCallAfterIdle(b *testing.B) {
 	const idle = 300 * time.Microsecond
-	e := newEnvB(b)
-	e.cfg.Limits = events.Limits{MaxSteps: 1 << 30, MaxRepeats: 1 << 30}
-	g, err := gate.New(e.cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
+	e, g := benchGate(b)
 	ctx := context.Background()
 	called, err := g.Open(ctx, "bench-call", "program", nil)
 	if err != nil {
@@ -164,12 +154,7 @@ func BenchmarkCallAfterIdle(b *testing.B) {
 // with a longer run (60000x): what a call allocates must not grow with
 // the run's length.
 func BenchmarkCallAllocs(b *testing.B) {
-	e := newEnvB(b)
-	e.cfg.Limits = events.Limits{MaxSteps: 1 << 30, MaxRepeats: 1 << 30}
-	g, err := gate.New(e.cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
+	_, g := benchGate(b)
 	ctx := context.Background()
 	called, err := g.Open(ctx, "bench-call", "program", nil)
 	if err != nil {
@@ -215,4 +200,17 @@ func median(ds []time.Duration) time.Duration {
 	s := slices.Clone(ds)
 	slices.Sort(s)
 	return s[len(s)/2]
+}
+
+// benchGate is a gate on an embedded server whose runs may take as many
+// steps as a benchmark makes.
+func benchGate(b *testing.B) (*env, *gate.Gate) {
+	b.Helper()
+	e := newEnvB(b)
+	e.cfg.Limits = events.Limits{MaxSteps: 1 << 30, MaxRepeats: 1 << 30}
+	g, err := gate.New(e.cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return e, g
 }
