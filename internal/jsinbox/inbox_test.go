@@ -16,6 +16,18 @@ import (
 // and returns a connection to it and its JetStream context.
 func serve(t *testing.T) (*nats.Conn, jetstream.JetStream) {
 	t.Helper()
+	_, nc := server(t)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return nc, js
+}
+
+// server starts an embedded server with JetStream in a temporary directory
+// and returns it with a connection to it.
+func server(t *testing.T) (*embedded.Server, *nats.Conn) {
+	t.Helper()
 	srv, err := embedded.Start(embedded.Config{Dir: t.TempDir(), Port: -1})
 	if err != nil {
 		t.Fatal(err)
@@ -26,11 +38,7 @@ func serve(t *testing.T) (*nats.Conn, jetstream.JetStream) {
 		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return nc, js
+	return srv, nc
 }
 
 func ctxT(t *testing.T) context.Context {
@@ -211,16 +219,7 @@ func TestAPIPrefix(t *testing.T) {
 // a number too large, nothing): none reaches the waiter, and the exact
 // subject still does.
 func TestInbox_OnlyTheExactTokenReachesItsWaiter(t *testing.T) {
-	srv, err := embedded.Start(embedded.Config{Dir: t.TempDir(), Port: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Stop)
-	nc, err := srv.Connect()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
+	srv, nc := server(t)
 	b, err := For(nc)
 	if err != nil {
 		t.Fatal(err)
