@@ -275,17 +275,27 @@ func TestInbox_OnlyTheExactTokenReachesItsWaiter(t *testing.T) {
 }
 
 // TestAck_PublishIntoAfterAGiveUp: an Ack used again after a Wait that took
-// its reply keeps its channel; after a Wait that gave up it gets a fresh
-// one, so a reply to the earlier publish that reached the old channel late
-// cannot be taken for the next publish's.
+// its reply keeps its channel, and that reply sent again by another client
+// is not taken for the next publish's; after a Wait that gave up it gets a
+// fresh one, so a reply to the earlier publish that reached the old channel
+// late cannot be taken for the next publish's.
 func TestAck_PublishIntoAfterAGiveUp(t *testing.T) {
-	nc, js := serve(t)
+	srv, nc := server(t)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx := ctxT(t)
 	stream(t, ctx, js)
 	b, err := For(nc)
 	if err != nil {
 		t.Fatal(err)
 	}
+	other, err := srv.Connect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(other.Close)
 	var a Ack
 	publish := func(data string) {
 		t.Helper()
@@ -297,13 +307,22 @@ func TestAck_PublishIntoAfterAGiveUp(t *testing.T) {
 	if seq, _, err := a.Wait(ctx); err != nil || seq != 1 {
 		t.Fatalf("first: seq %d, %v", seq, err)
 	}
-	ch := a.ch
+	ch, answered := a.ch, a.msg.Reply
+	// The answered reply again, from another client of the server: its
+	// token has no waiter any more, so it reaches nobody, and the reused
+	// channel takes only the next publish's reply.
+	if err := other.Publish(answered, []byte(`{"stream":"S","seq":777}`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := other.Flush(); err != nil {
+		t.Fatal(err)
+	}
 	publish("2")
 	if a.ch != ch {
 		t.Fatal("an answered Ack's channel was not used again")
 	}
 	if seq, _, err := a.Wait(ctx); err != nil || seq != 2 {
-		t.Fatalf("second: seq %d, %v", seq, err)
+		t.Fatalf("second: seq %d, %v; want 2 (777 is the first reply sent again)", seq, err)
 	}
 	gone, cancel := context.WithCancel(ctx)
 	cancel()
