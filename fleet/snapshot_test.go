@@ -235,7 +235,7 @@ func TestWorker_NewRunLooksUpNoSnapshot(t *testing.T) {
 	// Another worker, which does not hold the run in memory, takes its
 	// next nudge.
 	stop()
-	work(t)
+	stop = work(t)
 	if err := e.q.Nudge(t.Context(), "fresh", "again"); err != nil {
 		t.Fatal(err)
 	}
@@ -250,6 +250,51 @@ func TestWorker_NewRunLooksUpNoSnapshot(t *testing.T) {
 			t.Fatal("no snapshot look-up in 20 s for a nudge that is not the run's first")
 		}
 	}
+	// A nudge from another client whose id claims a creation, taken by a
+	// third worker that does not hold the run either: it skips the
+	// snapshot and reads the run from its events, and the run is as it was.
+	stop()
+	work(t)
+	before, err := d.Log().Tail(t.Context(), "fresh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cons, err := e.js.JS.Consumer(t.Context(), e.q.Config().WorkStream, e.q.Config().Consumer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := cons.Info(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	taken := info.Delivered.Consumer
+	forged := nats.NewMsg(e.q.Config().WorkPrefix + ".fresh")
+	forged.Header.Set(jetstream.MsgIDHeader, "forged/created")
+	if err := spy.PublishMsg(forged); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		info, err := cons.Info(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.Delivered.Consumer > taken && info.NumAckPending == 0 && info.NumPending == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the forged nudge was not settled: %+v", info)
+		}
+	}
+	if err := spy.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(); n != 0 {
+		t.Errorf("a nudge claiming a creation looked the snapshot up %d times, want 0", n)
+	}
+	if after, err := d.Log().Tail(t.Context(), "fresh"); err != nil || after != before {
+		t.Errorf("after the forged nudge the run's tail is %+v (%v), want %+v", after, err, before)
+	}
+	waitStatus(t, d, "fresh", projector.Waiting)
 }
 
 // TestWorker_EndedRunsNudgeIsAcked: the nudge of a run the worker drove to
