@@ -47,10 +47,14 @@ type Steps struct {
 	last        Step // the last step, when hasLast
 	hasLast     bool
 	// lookahead marks a copy to be thrown away (see [View.Lookahead]): its
-	// pushes copy the open steps, claim nothing and freeze nothing (its open
-	// steps may number chunk or more), so a lookahead never copies the
-	// frozen list either.
+	// pushes claim nothing and freeze nothing, so a lookahead never copies
+	// the frozen list. Its first push moves the last step into prior, held
+	// by value after the open steps, so it copies nothing either; a second
+	// push copies the open steps and prior into a fresh slice (its open
+	// steps may then number chunk or more).
 	lookahead bool
+	prior     Step // the step before last, in a lookahead, when hasPrior
+	hasPrior  bool
 }
 
 // block is the memory of chunk steps, and the count of its slots that
@@ -63,6 +67,9 @@ type block struct {
 // Len is the number of steps.
 func (s Steps) Len() int {
 	n := len(s.frozen)*chunk + len(s.open)
+	if s.hasPrior {
+		n++
+	}
 	if s.hasLast {
 		n++
 	}
@@ -104,16 +111,19 @@ func (s Steps) Slice() []Step {
 }
 
 func (s *Steps) ref(i int) *Step {
-	before := len(s.frozen)*chunk + len(s.open)
+	frozen := len(s.frozen) * chunk
+	blocks := frozen + len(s.open)
 	switch {
-	case i < 0 || i > before || (i == before && !s.hasLast):
+	case i < 0 || i >= s.Len():
 		panic(fmt.Sprintf("projector: step index %d out of range [0:%d]", i, s.Len()))
-	case i == before:
-		return &s.last
-	case i < len(s.frozen)*chunk:
+	case i < frozen:
 		return &s.frozen[i/chunk][i%chunk]
+	case i < blocks:
+		return &s.open[i-frozen]
+	case s.hasPrior && i == blocks:
+		return &s.prior
 	}
-	return &s.open[i-len(s.frozen)*chunk]
+	return &s.last
 }
 
 // mut returns the i-th step for the fold to change. Only the last step is
@@ -134,10 +144,15 @@ func (s *Steps) push(st Step) {
 	if s.hasLast {
 		n := len(s.open)
 		switch {
+		case s.lookahead && !s.hasPrior:
+			s.prior, s.hasPrior = s.last, true
+			s.last = st
+			return
 		case s.lookahead:
-			open := make([]Step, n, n+1)
+			open := make([]Step, n, n+2)
 			copy(open, s.open)
-			s.open, s.claim = open, nil
+			s.open, s.claim = append(open, s.prior), nil
+			s.prior, s.hasPrior = Step{}, false
 		case s.claim == nil || !s.claim[:1][0].CompareAndSwap(int32(n), int32(n+1)):
 			b := new(block)
 			copy(b.steps[:], s.open)

@@ -2,6 +2,7 @@ package projector
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 
@@ -161,4 +162,73 @@ func TestSteps_FrozenListGrowsByDoubling(t *testing.T) {
 	if look.At(s.Len()).N != -1 || look.Len() != s.Len()+2 {
 		t.Fatalf("the lookahead reads %d at %d, length %d", look.At(s.Len()).N, s.Len(), look.Len())
 	}
+}
+
+// TestSteps_LookaheadPushHoldsThePriorStep: a lookahead's first push, the
+// decision a policy is shown, holds the step before it by value and
+// allocates nothing; its later pushes copy. At every length of the open
+// block, with and without frozen blocks, the lookahead reads its own
+// steps, the value it came from reads its own, and that value's next push
+// is still in place.
+func TestSteps_LookaheadPushHoldsThePriorStep(t *testing.T) {
+	for base := range 3*chunk + 1 {
+		for pushes := 1; pushes <= 3; pushes++ {
+			var s Steps
+			for i := range base {
+				s.push(Step{N: i})
+			}
+			look := s.lookaheadCopy()
+			for k := range pushes {
+				look.push(Step{N: 1000 + k})
+			}
+			want := make([]int, 0, base+pushes)
+			for i := range base {
+				want = append(want, i)
+			}
+			for k := range pushes {
+				want = append(want, 1000+k)
+			}
+			if got := stepNs(look); !slices.Equal(got, want) {
+				t.Fatalf("base %d, %d lookahead pushes: the lookahead reads %v, want %v", base, pushes, got, want)
+			}
+			if last, ok := look.Last(); !ok || last.N != 1000+pushes-1 {
+				t.Fatalf("base %d, %d pushes: the lookahead's last step is %d", base, pushes, last.N)
+			}
+			var before *Step
+			if len(s.open) > 0 {
+				before = &s.open[0]
+			}
+			s.push(Step{N: base})
+			if before != nil && len(s.open) > 0 && &s.open[0] != before {
+				t.Fatalf("base %d: after a lookahead, the value's own push copied its block", base)
+			}
+			if got := stepNs(s); len(got) != base+1 || got[base] != base {
+				t.Fatalf("base %d: the value reads %v after its push", base, got)
+			}
+			if got := stepNs(look); !slices.Equal(got, want) {
+				t.Fatalf("base %d, %d pushes: after the value's push the lookahead reads %v, want %v", base, pushes, got, want)
+			}
+		}
+	}
+	var s Steps
+	for i := range 5 {
+		s.push(Step{N: i})
+	}
+	if n := testing.AllocsPerRun(100, func() {
+		look := s.lookaheadCopy()
+		look.push(Step{N: 99})
+		if look.Len() != 6 {
+			panic("length")
+		}
+	}); n != 0 {
+		t.Fatalf("a lookahead's first push allocates %.0f times, want none", n)
+	}
+}
+
+func stepNs(s Steps) []int {
+	var out []int
+	for st := range s.All() {
+		out = append(out, st.N)
+	}
+	return out
 }
