@@ -168,19 +168,22 @@ type Run struct {
 	// next is the agent's input for the view at tail nextAt, made while
 	// the event that led to it was stored; used once, if the tail is still
 	// that one when the agent is asked.
-	next   *StepInput
-	nextAt events.Tail
+	next    StepInput
+	hasNext bool
+	nextAt  events.Tail
 	// undelivered is the agent's decision whose append failed (the server
 	// away, say), made at tail undeliveredAt: the next drive at that tail
 	// records it instead of asking the agent again.
-	undelivered   *Action
-	undeliveredAt events.Tail
+	undelivered    Action
+	hasUndelivered bool
+	undeliveredAt  events.Tail
 	// agent is the agent of the drive in progress; spec its decision for
 	// the view at tail specAt, asked and judged while the observation that
 	// led to that view was stored (a [Pure] agent only).
-	agent  Agent
-	spec   *foreseen
-	specAt events.Tail
+	agent   Agent
+	spec    foreseen
+	hasSpec bool
+	specAt  events.Tail
 	// stop is the drive's stop (see [Driver.DriveUntil]): once it is
 	// closed, nothing is prepared for a next step the drive will not take.
 	stop <-chan struct{}
@@ -354,8 +357,14 @@ type pending struct {
 	body any
 	view projector.View // r's view with the event folded in, unless fold is set
 	fold error
-	next *StepInput // the agent's input for view, when it will likely be asked next
-	spec *foreseen  // a pure agent's decision for view, judged
+	// next is the agent's input for view, when it will likely be asked
+	// next (hasNext), and spec a pure agent's decision for view, judged
+	// (hasSpec). Both are held by value: a pending is reused (Run.spare),
+	// so neither costs an allocation a step.
+	next    StepInput
+	hasNext bool
+	spec    foreseen
+	hasSpec bool
 }
 
 // prepared is an event ready to append: body held to UTF-8 (see clean),
@@ -421,13 +430,11 @@ func (d *Driver) send(ctx context.Context, r *Run, e prepared) (*pending, error)
 		// An observation is most often followed by the agent's next
 		// decision: copy the view for it now, while the server works,
 		// and a pure agent is asked for it too (see [Pure]).
-		in := d.stepInput(&pa.view)
+		pa.next = d.stepInput(&pa.view)
 		if pure, ok := r.agent.(Pure); ok && !r.cached && d.asksAgentNext(&pa.view) {
-			pa.spec = d.foresee(ctx, &pa.view, in, pure)
+			pa.hasSpec = d.foresee(ctx, &pa.view, pa.next, pure, &pa.spec)
 		}
-		if pa.spec == nil {
-			pa.next = &in
-		}
+		pa.hasNext = !pa.hasSpec
 	}
 	return pa, nil
 }
@@ -447,8 +454,8 @@ func (d *Driver) commit(ctx context.Context, r *Run, p *pending) error {
 	}
 	r.view = p.view
 	r.tail = p.p.Tail()
-	r.next, r.nextAt = p.next, r.tail
-	r.spec, r.specAt = p.spec, r.tail
+	r.next, r.hasNext, r.nextAt = p.next, p.hasNext, r.tail
+	r.spec, r.hasSpec, r.specAt = p.spec, p.hasSpec, r.tail
 	*p = pending{p: p.p} // let go of what it held but the append's memory
 	r.spare = p
 	return nil

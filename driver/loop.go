@@ -36,7 +36,8 @@ func (d *Driver) DriveUntil(ctx context.Context, r *Run, agent Agent, stop <-cha
 		if r.runner != nil {
 			r.runner.stop()
 		}
-		r.agent, r.spec, r.stop, r.runner, r.driving = nil, nil, nil, nil, false
+		r.agent, r.stop, r.runner, r.driving = nil, nil, nil, false
+		r.spec, r.hasSpec = foreseen{}, false
 	}()
 	for {
 		if err := ctx.Err(); err != nil {
@@ -111,19 +112,19 @@ func (d *Driver) advance(ctx context.Context, r *Run, agent Agent) (bool, error)
 	}
 	// A pure agent's decision asked and judged while the observation
 	// before it was stored, if it is for this very tail.
-	pre := r.spec
-	if pre != nil && (r.specAt != r.tail || (r.undelivered != nil && r.undeliveredAt == r.tail)) {
-		pre = nil
+	var pre *foreseen
+	if r.hasSpec && r.specAt == r.tail && (!r.hasUndelivered || r.undeliveredAt != r.tail) {
+		ahead := r.spec // a copy: the step's own commit overwrites r.spec
+		pre = &ahead
 	}
-	r.spec = nil
+	r.spec, r.hasSpec = foreseen{}, false
 	var dec Action
 	if pre != nil {
 		dec = pre.dec
 	} else {
 		var err error
 		dec, err = d.decide(ctx, r, agent)
-		var rec *recordError
-		if errors.As(err, &rec) {
+		if rec := recordErrorOf(err); rec != nil {
 			// The run moved under the agent, or the log is gone: nothing
 			// may be recorded for it on this tail.
 			return false, rec.err
@@ -152,7 +153,11 @@ func (d *Driver) advance(ctx context.Context, r *Run, agent Agent) (bool, error)
 		var sent bool
 		var err error
 		if pre != nil {
-			sent, err = d.recordJudged(ctx, r, dec, body, pre.at, pre.j, pre.both)
+			var both *prepared
+			if pre.hasBoth {
+				both = &pre.both
+			}
+			sent, err = d.recordJudged(ctx, r, dec, body, pre.at, pre.j, both)
 		} else {
 			sent, err = d.record(ctx, r, dec, body)
 		}
@@ -166,7 +171,7 @@ func (d *Driver) advance(ctx context.Context, r *Run, agent Agent) (bool, error)
 	// An oversize decision is refused unseen: nothing to ask the policy.
 	p, err := d.begin(ctx, r, r.ID(), events.StepDecided, body)
 	if err != nil {
-		r.undelivered, r.undeliveredAt = &dec, r.tail
+		r.undelivered, r.hasUndelivered, r.undeliveredAt = dec, true, r.tail
 		return false, err
 	}
 	var j judgement
@@ -175,11 +180,11 @@ func (d *Driver) advance(ctx context.Context, r *Run, agent Agent) (bool, error)
 	}
 	if err := d.commit(ctx, r, p); err != nil {
 		if !errors.Is(err, events.ErrConflict) {
-			r.undelivered, r.undeliveredAt = &dec, r.tail
+			r.undelivered, r.hasUndelivered, r.undeliveredAt = dec, true, r.tail
 		}
 		return false, err
 	}
-	r.undelivered = nil
+	r.undelivered, r.hasUndelivered = Action{}, false
 	return true, d.act(ctx, r, j)
 }
 
@@ -235,34 +240,33 @@ type foreseen struct {
 	at   time.Time
 	j    judgement
 	// both is the decision's event with the policy result it carries,
-	// made ahead too, when the result may travel in it (see
+	// made ahead too, when the result may travel in it (hasBoth; see
 	// [Driver.decidedWith]).
-	both *prepared
+	both    prepared
+	hasBoth bool
 }
 
 // foresee asks pure agent a for its decision on input in (of view v, the
-// view once the observation in flight is stored), and judges it: nil when
-// the agent fails, answers finally, or its decision is oversize, which the
-// loop then handles as it does any decision.
-func (d *Driver) foresee(ctx context.Context, v *projector.View, in StepInput, a Agent) *foreseen {
+// view once the observation in flight is stored), judges it and writes it
+// to f: false when the agent fails, answers finally, or its decision is
+// oversize, which the loop then handles as it does any decision.
+func (d *Driver) foresee(ctx context.Context, v *projector.View, in StepInput, a Agent, f *foreseen) bool {
 	in.Record = func(context.Context, events.Kind, any) error { return errPureRecords }
 	dec, err := ask(ctx, a, in)
 	if err != nil || dec.Final != nil {
-		return nil
+		return false
 	}
 	body := d.decidedBody(v.Steps.Len()+1, dec)
 	if body.Oversize != nil {
-		return nil
+		return false
 	}
 	at, j, err := d.judgeNext(ctx, v, body)
 	if err != nil {
-		return nil
+		return false
 	}
-	f := &foreseen{dec: dec, body: body, at: at, j: j}
-	if both, ok := d.decidedWith(v.Run.ID, body, at, j); ok {
-		f.both = &both
-	}
-	return f
+	*f = foreseen{dec: dec, body: body, at: at, j: j}
+	f.both, f.hasBoth = d.decidedWith(v.Run.ID, body, at, j)
+	return true
 }
 
 // decidedWith is the event that records decision body with its policy
@@ -290,7 +294,7 @@ var errPureRecords = errors.New("an agent marked driver.Pure records no model ca
 func (d *Driver) recordJudged(ctx context.Context, r *Run, dec Action, body events.StepDecidedBody, at time.Time, j judgement, made *prepared) (sent bool, err error) {
 	undelivered := func(err error) error {
 		if !errors.Is(err, events.ErrConflict) && !errors.Is(err, events.ErrTooLarge) {
-			r.undelivered, r.undeliveredAt = &dec, r.tail
+			r.undelivered, r.hasUndelivered, r.undeliveredAt = dec, true, r.tail
 		}
 		return err
 	}
@@ -310,7 +314,7 @@ func (d *Driver) recordJudged(ctx context.Context, r *Run, dec Action, body even
 			if err := d.commit(ctx, r, p); err != nil {
 				return true, undelivered(err)
 			}
-			r.undelivered = nil
+			r.undelivered, r.hasUndelivered = Action{}, false
 			if !j.exec {
 				return true, nil
 			}
@@ -330,7 +334,7 @@ func (d *Driver) recordJudged(ctx context.Context, r *Run, dec Action, body even
 	if err := d.commit(ctx, r, p); err != nil {
 		return true, undelivered(err)
 	}
-	r.undelivered = nil
+	r.undelivered, r.hasUndelivered = Action{}, false
 	return true, d.act(ctx, r, j)
 }
 
@@ -338,16 +342,17 @@ func (d *Driver) recordJudged(ctx context.Context, r *Run, dec Action, body even
 // failed at r's tail if there is one (a model is never asked twice for a
 // step because the log was away), a fresh one otherwise.
 func (d *Driver) decide(ctx context.Context, r *Run, agent Agent) (Action, error) {
-	if r.undelivered != nil && r.undeliveredAt == r.tail {
-		return *r.undelivered, nil
+	if r.hasUndelivered && r.undeliveredAt == r.tail {
+		return r.undelivered, nil
 	}
-	r.undelivered = nil
-	in := r.next
-	if in == nil || r.nextAt != r.tail {
-		fresh := d.stepInput(&r.view)
-		in = &fresh
+	r.undelivered, r.hasUndelivered = Action{}, false
+	var in StepInput
+	if r.hasNext && r.nextAt == r.tail {
+		in = r.next
+	} else {
+		in = d.stepInput(&r.view)
 	}
-	r.next = nil
+	r.next, r.hasNext = StepInput{}, false
 	var recErr error
 	in.Record = func(ctx context.Context, k events.Kind, body any) error {
 		if !k.Agent() {
@@ -363,7 +368,7 @@ func (d *Driver) decide(ctx context.Context, r *Run, agent Agent) (Action, error
 		}
 		return nil
 	}
-	dec, err := ask(ctx, agent, *in)
+	dec, err := ask(ctx, agent, in)
 	if recErr != nil {
 		return Action{}, &recordError{fmt.Errorf("record the agent's model call: %w", recErr)}
 	}
@@ -376,6 +381,19 @@ type recordError struct{ err error }
 
 func (e *recordError) Error() string { return e.err.Error() }
 func (e *recordError) Unwrap() error { return e.err }
+
+// recordErrorOf is the recordError in err's chain, or nil; only an error
+// costs the allocation errors.As's target needs.
+func recordErrorOf(err error) *recordError {
+	if err == nil {
+		return nil
+	}
+	var rec *recordError
+	if errors.As(err, &rec) {
+		return rec
+	}
+	return nil
+}
 
 // ask calls the agent, turning a panic into its error: an agent that
 // chokes on what a model returned fails its run (agent_error), never its
