@@ -53,6 +53,20 @@ func bodySize(body any) (int, bool) {
 			n += len(`,"parts":`) + partsSize(b.Parts)
 		}
 		return n, true
+	case EndBody:
+		n := len(`{"reason":`) + quotedLen(string(b.Reason)) + omitLen(`,"detail":`, b.Detail) + omitLen(`,"result":`, b.Result) + 1
+		if b.Policy != nil {
+			m, ok := bodySize(*b.Policy)
+			if !ok {
+				return 0, false
+			}
+			n += len(`,"policy":`) + m
+		}
+		if b.Observation != nil {
+			m, _ := bodySize(*b.Observation)
+			n += len(`,"observation":`) + m
+		}
+		return n, true
 	case ObservedBody:
 		n := len(`{"step":`) + intLen(int64(b.Step)) + len(`,"kind":`) + quotedLen(string(b.Kind)) +
 			len(`,"content":`) + quotedLen(b.Content) + 1
@@ -188,6 +202,21 @@ func appendBody(dst []byte, body any) ([]byte, bool) {
 		}
 		if len(b.Parts) > 0 {
 			dst = appendParts(append(dst, `,"parts":`...), b.Parts)
+		}
+		return append(dst, '}'), true
+	case EndBody:
+		dst = append(dst, `{"reason":`...)
+		dst = appendString(dst, string(b.Reason))
+		dst = appendOmit(dst, `,"detail":`, b.Detail)
+		dst = appendOmit(dst, `,"result":`, b.Result)
+		if b.Policy != nil {
+			var ok bool
+			if dst, ok = appendBody(append(dst, `,"policy":`...), *b.Policy); !ok {
+				return dst, false
+			}
+		}
+		if b.Observation != nil {
+			dst, _ = appendBody(append(dst, `,"observation":`...), *b.Observation)
 		}
 		return append(dst, '}'), true
 	case ObservedBody:

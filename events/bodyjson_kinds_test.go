@@ -36,7 +36,7 @@ var drawBodies = map[Kind]func(t *rapid.T) any{
 	ApprovalRefused: func(t *rapid.T) any {
 		return RefusedBody{Approval: drawText(t, "approval"), Event: drawText(t, "event"), Intake: 3, Reason: drawText(t, "reason")}
 	},
-	RunFinished:  func(t *rapid.T) any { return EndBody{Reason: ReasonCompleted, Result: drawText(t, "result")} },
+	RunFinished:  func(t *rapid.T) any { return drawEnd(t) },
 	RunFailed:    func(t *rapid.T) any { return drawEnd(t) },
 	RunCancelled: func(t *rapid.T) any { return EndBody{Reason: ReasonCancelled, Detail: drawText(t, "detail")} },
 	ModelAttempted: func(t *rapid.T) any {
@@ -73,10 +73,14 @@ func drawDecision(t *rapid.T, d string) DecisionBody {
 }
 
 func drawEnd(t *rapid.T) EndBody {
-	b := EndBody{Reason: EndReason(drawText(t, "reason")), Detail: drawText(t, "detail")}
+	b := EndBody{Reason: EndReason(drawText(t, "reason")), Detail: drawText(t, "detail"), Result: drawText(t, "result")}
 	if rapid.Bool().Draw(t, "policy") {
 		p := drawPolicy(t)
 		b.Policy = &p
+	}
+	if rapid.Bool().Draw(t, "observation") {
+		o := drawObserved(t)
+		b.Observation = &o
 	}
 	return b
 }

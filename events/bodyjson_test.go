@@ -64,7 +64,7 @@ func drawPolicy(t *rapid.T) PolicyBody {
 func TestBodyJSON_SameAsEncodingJSON(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		var body any
-		switch rapid.IntRange(0, 2).Draw(t, "kind") {
+		switch rapid.IntRange(0, 3).Draw(t, "kind") {
 		case 0:
 			b := StepDecidedBody{
 				Step: rapid.IntRange(-1, 1<<40).Draw(t, "step"), Tool: drawText(t, "tool"), Args: drawText(t, "args"),
@@ -127,7 +127,7 @@ func TestBodyJSON_SizedOnce(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		var body any
 		var args json.RawMessage
-		switch rapid.IntRange(0, 2).Draw(t, "kind") {
+		switch rapid.IntRange(0, 3).Draw(t, "kind") {
 		case 0:
 			b := drawDecided(t)
 			if b.Policy != nil {
@@ -137,6 +137,12 @@ func TestBodyJSON_SizedOnce(t *testing.T) {
 		case 1:
 			b := drawPolicy(t)
 			args, body = b.Args, b
+		case 2:
+			b := drawEnd(t)
+			if b.Policy != nil {
+				args = b.Policy.Args
+			}
+			body = b
 		default:
 			body = drawObserved(t)
 		}
