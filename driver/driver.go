@@ -184,6 +184,9 @@ type Run struct {
 	spec    foreseen
 	hasSpec bool
 	specAt  events.Tail
+	// ahead is spec as the step in progress took it (see advance): the
+	// step's own commit writes spec again.
+	ahead foreseen
 	// stop is the drive's stop (see [Driver.DriveUntil]): once it is
 	// closed, nothing is prepared for a next step the drive will not take.
 	stop <-chan struct{}
@@ -419,7 +422,13 @@ func (d *Driver) send(ctx context.Context, r *Run, e prepared) (*pending, error)
 	if pa == nil {
 		pa = new(pending)
 	}
-	*pa = pending{p: p, k: k, body: body, view: r.view.Fork()}
+	// Field by field: a composite literal of the whole pending (2.6 KB,
+	// with the next input and decision it holds by value) is built on the
+	// stack first, and the deeper stack costs each run's goroutine again
+	// when the collector shrinks it. A pending comes zeroed but for its
+	// Pending (new, or as commit leaves the spare).
+	pa.p, pa.k, pa.body, pa.fold = p, k, body, nil
+	pa.view = r.view.Fork()
 	fold := body
 	if !e.held {
 		fold = nil // fold the stored bytes, decoded
@@ -454,9 +463,14 @@ func (d *Driver) commit(ctx context.Context, r *Run, p *pending) error {
 	}
 	r.view = p.view
 	r.tail = p.p.Tail()
-	r.next, r.hasNext, r.nextAt = p.next, p.hasNext, r.tail
-	r.spec, r.hasSpec, r.specAt = p.spec, p.hasSpec, r.tail
-	*p = pending{p: p.p} // let go of what it held but the append's memory
+	// One field at a time, for the stack's sake (see send).
+	r.next = p.next
+	r.hasNext, r.nextAt = p.hasNext, r.tail
+	r.spec = p.spec
+	r.hasSpec, r.specAt = p.hasSpec, r.tail
+	kept := p.p
+	*p = pending{} // let go of what it held but the append's memory
+	p.p = kept
 	r.spare = p
 	return nil
 }

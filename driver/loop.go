@@ -37,7 +37,8 @@ func (d *Driver) DriveUntil(ctx context.Context, r *Run, agent Agent, stop <-cha
 			r.runner.stop()
 		}
 		r.agent, r.stop, r.runner, r.driving = nil, nil, nil, false
-		r.spec, r.hasSpec = foreseen{}, false
+		r.spec, r.ahead = foreseen{}, foreseen{}
+		r.hasSpec = false
 	}()
 	for {
 		if err := ctx.Err(); err != nil {
@@ -114,10 +115,11 @@ func (d *Driver) advance(ctx context.Context, r *Run, agent Agent) (bool, error)
 	// before it was stored, if it is for this very tail.
 	var pre *foreseen
 	if r.hasSpec && r.specAt == r.tail && (!r.hasUndelivered || r.undeliveredAt != r.tail) {
-		ahead := r.spec // a copy: the step's own commit overwrites r.spec
-		pre = &ahead
+		r.ahead = r.spec
+		pre = &r.ahead
 	}
-	r.spec, r.hasSpec = foreseen{}, false
+	r.spec = foreseen{}
+	r.hasSpec = false
 	var dec Action
 	if pre != nil {
 		dec = pre.dec
@@ -264,7 +266,7 @@ func (d *Driver) foresee(ctx context.Context, v *projector.View, in StepInput, a
 	if err != nil {
 		return false
 	}
-	*f = foreseen{dec: dec, body: body, at: at, j: j}
+	f.dec, f.body, f.at, f.j = dec, body, at, j // not a literal: see send
 	f.both, f.hasBoth = d.decidedWith(v.Run.ID, body, at, j)
 	return true
 }
