@@ -45,7 +45,12 @@ import (
 // upstream call then competes with, is the other reference
 // (gate/appends-added-to-hop: (gateway - hop) over (hop+appends - hop)).
 // The cold and warm pair after the round is the older reference
-// (gate/2appends), kept to compare with earlier figures.
+// (gate/2appends), kept to compare with earlier figures. A fifth way, the
+// floor, is a bare hop doing only what no gate can skip: the schema check
+// of the arguments, the policy, and the same two appends with the bodies
+// the driver records (see floorCall); gate/floor is (gateway - hop) over
+// (floor - hop), and gateway-floor-µs what the gateway costs beyond it,
+// which is the gate's and the driver's own work.
 // And the cost must not grow with the session: the median of the last
 // tenth of the gateway's calls against that of the first tenth.
 func BenchmarkGateway(b *testing.B) {
