@@ -14,11 +14,13 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/arbiter-run/arbiter/driver"
 	"github.com/arbiter-run/arbiter/events"
 	"github.com/arbiter-run/arbiter/gate"
 	"github.com/arbiter-run/arbiter/gateway"
 	"github.com/arbiter-run/arbiter/mcp"
 	"github.com/arbiter-run/arbiter/policy"
+	"github.com/arbiter-run/arbiter/projector"
 )
 
 // BenchmarkGateway is the gateway's cost per call, in one run (one host
@@ -43,7 +45,12 @@ import (
 // upstream call then competes with, is the other reference
 // (gate/appends-added-to-hop: (gateway - hop) over (hop+appends - hop)).
 // The cold and warm pair after the round is the older reference
-// (gate/2appends), kept to compare with earlier figures.
+// (gate/2appends), kept to compare with earlier figures. A fifth way, the
+// floor, is a bare hop doing only what no gate can skip: the schema check
+// of the arguments, the policy, and the same two appends with the bodies
+// the driver records (see floorCall); gate/floor is (gateway - hop) over
+// (floor - hop), and gateway-floor-µs what the gateway costs beyond it,
+// which is the gate's and the driver's own work.
 // And the cost must not grow with the session: the median of the last
 // tenth of the gateway's calls against that of the first tenth.
 func BenchmarkGateway(b *testing.B) {
@@ -118,6 +125,27 @@ func BenchmarkGateway(b *testing.B) {
 		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: out}}}, nil
 	})
 	hop2 := stdioHost(b, withAppends)
+	// The floor: the same hop doing the work no gate can skip, and only
+	// that: the schema check of the arguments (with their canonical form),
+	// the policy's evaluation, and the two events the gate records with
+	// their real bodies (the decision carrying the policy's ruling, the
+	// observation carrying the call's result), each a fenced append.
+	floorLog := newAppender(b, f.log, "bench-floor")
+	floor := sdk.NewServer(&sdk.Implementation{Name: "floor", Version: "1"}, nil)
+	floorTool, err := driver.Compile(up)
+	if err != nil {
+		b.Fatal(err)
+	}
+	pol := policy.DefaultSideEffects()
+	floor.AddTool(&sdk.Tool{Name: "up__echo", InputSchema: json.RawMessage(up.Spec().Schema)}, func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+		growStack(0)
+		out, err := floorLog.floorCall(ctx, floorTool, pol, req.Params.Arguments, up.Execute)
+		if err != nil {
+			return nil, err
+		}
+		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: out}}}, nil
+	})
+	hopFloor := stdioHost(b, floor)
 
 	cmd := exec.Command(exe)
 	cmd.Env = env
@@ -128,7 +156,7 @@ func BenchmarkGateway(b *testing.B) {
 	defer direct.Close()
 
 	app := newAppender(b, f.log, "bench-appends")
-	var viaGW, viaHop, viaHop2, straight, warm, cold, pairs []time.Duration
+	var viaGW, viaHop, viaHop2, viaFloor, straight, warm, cold, pairs []time.Duration
 	call := func(cs *sdk.ClientSession, name string, i int, into *[]time.Duration) {
 		t0 := time.Now()
 		res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: name, Arguments: map[string]any{"text": fmt.Sprint(i)}})
@@ -150,6 +178,7 @@ func BenchmarkGateway(b *testing.B) {
 			func() { call(hop, "up__echo", i, &viaHop) },
 			func() { call(direct, "echo", i, &straight) },
 			func() { call(hop2, "up__echo", i, &viaHop2) },
+			func() { call(hopFloor, "up__echo", i, &viaFloor) },
 		}
 		for _, k := range order.Perm(len(calls)) {
 			calls[k]()
@@ -181,6 +210,10 @@ func BenchmarkGateway(b *testing.B) {
 	b.ReportMetric(float64(gw-h)/float64(in), "gate/2appends-in-hop")
 	b.ReportMetric(float64(gw-h)/float64(h2-h), "gate/appends-added-to-hop")
 	b.ReportMetric(float64(gw-d)/float64(p), "added/2appends")
+	fl := median(viaFloor)
+	b.ReportMetric(float64(fl.Microseconds()), "floor-p50-µs")
+	b.ReportMetric(float64(gw-h)/float64(fl-h), "gate/floor")
+	b.ReportMetric(float64((gw - fl).Microseconds()), "gateway-floor-µs")
 	if n := len(viaGW) / 10; n >= 10 {
 		b.ReportMetric(float64(median(viaGW[len(viaGW)-n:]))/float64(median(viaGW[:n])), "last/first-tenth")
 	}
@@ -239,6 +272,36 @@ func (a *appender) appendDecided(args json.RawMessage) (time.Duration, error) {
 // appendObserved appends a step.observed of content.
 func (a *appender) appendObserved(content string) (time.Duration, error) {
 	return a.append(events.StepObserved, events.ObservedBody{Step: a.step, Kind: events.ObsResult, Content: content})
+}
+
+// floorCall is the floor's call (see BenchmarkGateway): what no gate can
+// skip. It checks raw against ct's schema, asks pol about the canonical
+// arguments, appends the decision carrying the ruling as the driver records
+// it (ADR 0017), runs exec with the canonical arguments, and appends its
+// result as the observation.
+func (a *appender) floorCall(ctx context.Context, ct *driver.CompiledTool, pol policy.Policy, raw json.RawMessage, exec func(context.Context, json.RawMessage) (string, error)) (string, error) {
+	canon, err := ct.CheckArgs(raw)
+	if err != nil {
+		return "", err
+	}
+	a.step++
+	v := policy.Ask(ctx, pol, policy.Request{Run: a.run, Step: a.step, Tool: ct.Record, Args: canon}, projector.View{})
+	if v.Err != nil || v.Outcome != events.Allow {
+		return "", fmt.Errorf("floor: policy said %s %q: %v", v.Outcome, v.Reason, v.Err)
+	}
+	if _, err := a.append(events.StepDecided, events.StepDecidedBody{Step: a.step, Tool: ct.Spec.Name, Args: string(raw),
+		Policy: &events.PolicyBody{Step: a.step, Outcome: v.Outcome, Reason: v.Reason, PolicyID: policy.ID(pol),
+			Args: canon, ToolHash: ct.Record.Hash, Parts: v.Parts}}); err != nil {
+		return "", err
+	}
+	out, err := exec(ctx, canon)
+	if err != nil {
+		return "", err
+	}
+	if _, err := a.append(events.StepObserved, events.ObservedBody{Step: a.step, Kind: events.ObsResult, Content: out}); err != nil {
+		return "", err
+	}
+	return out, nil
 }
 
 // append times the append alone, not the making of the event.
