@@ -168,11 +168,9 @@ func appendBody(dst []byte, body any) ([]byte, bool) {
 		dst = appendOmit(dst, `,"args":`, b.Args)
 		dst = appendOmit(dst, `,"call_id":`, b.CallID)
 		dst = appendOmit(dst, `,"reason":`, b.Reason)
-		if b.Policy != nil {
-			var ok bool
-			if dst, ok = appendBody(append(dst, `,"policy":`...), *b.Policy); !ok {
-				return dst, false
-			}
+		var ok bool
+		if dst, ok = appendPolicy(dst, b.Policy); !ok {
+			return dst, false
 		}
 		return append(dst, '}'), true
 	case PolicyBody:
@@ -209,11 +207,9 @@ func appendBody(dst []byte, body any) ([]byte, bool) {
 		dst = appendString(dst, string(b.Reason))
 		dst = appendOmit(dst, `,"detail":`, b.Detail)
 		dst = appendOmit(dst, `,"result":`, b.Result)
-		if b.Policy != nil {
-			var ok bool
-			if dst, ok = appendBody(append(dst, `,"policy":`...), *b.Policy); !ok {
-				return dst, false
-			}
+		var ok bool
+		if dst, ok = appendPolicy(dst, b.Policy); !ok {
+			return dst, false
 		}
 		if b.Observation != nil {
 			dst, _ = appendBody(append(dst, `,"observation":`...), *b.Observation)
@@ -264,4 +260,13 @@ func appendOmit(dst []byte, key, s string) []byte {
 		return dst
 	}
 	return appendString(append(dst, key...), s)
+}
+
+// appendPolicy appends the ",policy" member of a body that carries p, if p
+// is set; false when p is not hand encoded.
+func appendPolicy(dst []byte, p *PolicyBody) ([]byte, bool) {
+	if p == nil {
+		return dst, true
+	}
+	return appendBody(append(dst, `,"policy":`...), *p)
 }
