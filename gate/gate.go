@@ -54,9 +54,8 @@ func (c Config) Validate() error {
 // Gate opens and resumes gate runs on one log. It is safe for concurrent
 // use; each [Run] is asked by one caller at a time.
 type Gate struct {
-	d     *driver.Driver
-	now   func() time.Time
-	tools map[string]*driver.CompiledTool
+	d   *driver.Driver
+	now func() time.Time
 }
 
 // New checks cfg and builds a gate. A tool the driver refuses is an error
@@ -65,16 +64,10 @@ func New(cfg Config) (*Gate, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	g := &Gate{tools: map[string]*driver.CompiledTool{}}
+	g := &Gate{}
 	tools := make([]driver.Tool, len(cfg.Tools))
 	for i, s := range cfg.Tools {
-		p := newProxy(s)
-		ct, err := driver.Compile(p)
-		if err != nil {
-			return nil, fmt.Errorf("new gate: %w", err)
-		}
-		g.tools[s.Name] = ct
-		tools[i] = p
+		tools[i] = newProxy(s) // driver.New compiles each and names the one it refuses
 	}
 	d, err := driver.New(driver.Config{
 		Log: cfg.Log, Policy: cfg.Policy, Tools: tools, Limits: cfg.Limits, ApprovalTTL: cfg.ApprovalTTL,
