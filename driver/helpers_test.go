@@ -341,3 +341,18 @@ func policyResults(t *testing.T, recs []events.Record) []events.PolicyBody {
 	}
 	return out
 }
+
+// stubbornTool is a read-only tool that ignores its context: a call times
+// out after timeout but returns only once release is closed, and closes
+// returned as it does.
+func stubbornTool(timeout time.Duration) (tool *testkit.Ledger, release, returned chan struct{}) {
+	release, returned = make(chan struct{}), make(chan struct{})
+	tool = testkit.NewLedger("stubborn", events.ReadOnly, testkit.AnyObject)
+	tool.S.Timeout = timeout
+	tool.Result = func(context.Context, json.RawMessage) (string, error) {
+		defer close(returned)
+		<-release
+		return "too late", nil
+	}
+	return tool, release, returned
+}

@@ -824,14 +824,7 @@ func TestDriver_TimeLimit(t *testing.T) {
 func TestDriver_OverrunToolIsLeftBehind(t *testing.T) {
 	env := testkit.JetStream(t)
 	log := env.Log(t, events.Config{})
-	release, returned := make(chan struct{}), make(chan struct{})
-	stubborn := testkit.NewLedger("stubborn", events.ReadOnly, testkit.AnyObject)
-	stubborn.S.Timeout = 20 * time.Millisecond
-	stubborn.Result = func(context.Context, json.RawMessage) (string, error) {
-		defer close(returned)
-		<-release
-		return "too late", nil
-	}
+	stubborn, release, returned := stubbornTool(20 * time.Millisecond)
 	d := newDriver(t, log, allowAll, stubborn, done())
 	r := create(t, d, "overrun")
 	errc := make(chan error, 1)

@@ -40,14 +40,7 @@ func TestDriver_ToolCallsShareADrivesRunner(t *testing.T) {
 		seen = append(seen, onRunner())
 		return "read", nil
 	}
-	release, returned := make(chan struct{}), make(chan struct{})
-	stubborn := testkit.NewLedger("stubborn", events.ReadOnly, testkit.AnyObject)
-	stubborn.S.Timeout = 20 * time.Millisecond
-	stubborn.Result = func(context.Context, json.RawMessage) (string, error) {
-		defer close(returned)
-		<-release
-		return "too late", nil
-	}
+	stubborn, release, returned := stubbornTool(20 * time.Millisecond)
 	mine := testkit.NewLedger("mine", events.ReadOnly, testkit.AnyObject)
 	mine.Result = func(context.Context, json.RawMessage) (string, error) {
 		close(release) // the call left behind returns now, while this one runs
