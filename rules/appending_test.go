@@ -4,7 +4,6 @@ import (
 	"context"
 	"path/filepath"
 	"reflect"
-	"strings"
 	"testing"
 
 	"github.com/arbiter-run/arbiter/policy"
@@ -29,21 +28,10 @@ func (h hidden) PolicyID() string { return h.p.PolicyID() }
 // their prefixed ids, reasons and approvals), first, last, and twice in
 // one composition.
 func TestAppendingParts_SameRulingAsComposedEvaluate(t *testing.T) {
-	files, err := filepath.Glob("../examples/policies/*.cases.yaml")
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no example cases (%v)", err)
-	}
 	se := policy.WithID(policy.DefaultSideEffects(), "side-effects")
-	for _, cf := range files {
-		t.Run(filepath.Base(cf), func(t *testing.T) {
-			p, err := rules.Load(strings.TrimSuffix(cf, ".cases.yaml") + ".yaml")
-			if err != nil {
-				t.Fatal(err)
-			}
-			cases, err := rules.LoadCases(cf)
-			if err != nil {
-				t.Fatal(err)
-			}
+	for _, ex := range exampleTables(t) {
+		t.Run(filepath.Base(ex.file), func(t *testing.T) {
+			p, cases := ex.policy, ex.table
 			for _, order := range [][2][]policy.Policy{
 				{{se, p}, {se, hidden{p}}},
 				{{p, se}, {hidden{p}, se}},

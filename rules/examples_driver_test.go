@@ -19,20 +19,9 @@ import (
 func TestExamples_ThroughTheDriver(t *testing.T) {
 	js := testkit.JetStream(t)
 	log := js.Log(t, events.Config{})
-	files, err := filepath.Glob("../examples/policies/*.cases.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
 	ran := 0
-	for _, cf := range files {
-		p, err := rules.Load(strings.TrimSuffix(cf, ".cases.yaml") + ".yaml")
-		if err != nil {
-			t.Fatal(err)
-		}
-		table, err := rules.LoadCases(cf)
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, ex := range exampleTables(t) {
+		p, table := ex.policy, ex.table
 		var tools []driver.Tool
 		for _, ct := range table.Tools {
 			l := testkit.NewLedger(ct.Name, ct.SideEffect, testkit.AnyObject)
@@ -44,7 +33,7 @@ func TestExamples_ThroughTheDriver(t *testing.T) {
 			if len(cs.History) > 0 || cs.Window > 0 || cs.Phase == rules.PhaseDiscovery {
 				continue // discovery through the driver: TestDriver_DiscoveryHidesTools
 			}
-			if strings.HasPrefix(filepath.Base(cf), "api-rate-limit") {
+			if strings.HasPrefix(filepath.Base(ex.file), "api-rate-limit") {
 				continue // per: fleet needs a counter: TestDriver_FleetRateLimitAcrossTwoWorkers
 			}
 			ran++
@@ -65,7 +54,7 @@ func TestExamples_ThroughTheDriver(t *testing.T) {
 			}
 			v := stored.View()
 			s := v.Step(1)
-			where := filepath.Base(cf) + " " + cs.Name
+			where := filepath.Base(ex.file) + " " + cs.Name
 			if s.Policy == nil {
 				// Hidden at discovery: refused as an unknown tool, which
 				// is a refusal only a deny can have meant.
@@ -96,4 +85,34 @@ func TestExamples_ThroughTheDriver(t *testing.T) {
 	if ran < 25 {
 		t.Errorf("%d cases through the driver, want the examples' (at least 25)", ran)
 	}
+}
+
+// example is one example policy file with its table of cases.
+type example struct {
+	file   string // the cases file
+	policy *rules.Policy
+	table  *rules.Cases
+}
+
+// exampleTables loads every example policy that has a table of cases,
+// failing the test when there are none or one does not load.
+func exampleTables(t *testing.T) []example {
+	t.Helper()
+	files, err := filepath.Glob("../examples/policies/*.cases.yaml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no example cases (%v)", err)
+	}
+	out := make([]example, 0, len(files))
+	for _, cf := range files {
+		p, err := rules.Load(strings.TrimSuffix(cf, ".cases.yaml") + ".yaml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		table, err := rules.LoadCases(cf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, example{file: cf, policy: p, table: table})
+	}
+	return out
 }
