@@ -12,6 +12,7 @@ import (
 
 	"github.com/arbiter-run/arbiter/driver"
 	"github.com/arbiter-run/arbiter/events"
+	"github.com/arbiter-run/arbiter/internal/stack"
 	"github.com/arbiter-run/arbiter/jsonform"
 	"github.com/arbiter-run/arbiter/projector"
 )
@@ -81,7 +82,7 @@ func (r *Run) Ask(ctx context.Context, tool string, args json.RawMessage) (Answe
 	// which waits in the proxy meanwhile, has a goroutine of its own.
 	c.allowed, c.result, c.late, c.abandoned, c.done = make(chan allowed), make(chan report), make(chan struct{}), make(chan struct{}), make(chan error, 1)
 	go func() {
-		growStack(0)
+		stack.Grow()
 		c.done <- r.drive(c)
 	}()
 	select {
@@ -117,7 +118,7 @@ func (r *Run) Ask(ctx context.Context, tool string, args json.RawMessage) (Answe
 // Ask's and Report's; with Answer.Ran set, fn ran and its result may not
 // be recorded.
 func (r *Run) Call(ctx context.Context, tool string, args json.RawMessage, fn func(ctx context.Context, args json.RawMessage) (string, error)) (Answer, error) {
-	growStack(0)
+	stack.Grow()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.calling.Store(true)

@@ -18,6 +18,7 @@ import (
 	"github.com/arbiter-run/arbiter/events"
 	"github.com/arbiter-run/arbiter/gate"
 	"github.com/arbiter-run/arbiter/gateway"
+	"github.com/arbiter-run/arbiter/internal/stack"
 	"github.com/arbiter-run/arbiter/mcp"
 	"github.com/arbiter-run/arbiter/policy"
 	"github.com/arbiter-run/arbiter/projector"
@@ -108,7 +109,7 @@ func BenchmarkGateway(b *testing.B) {
 	withAppends.AddTool(&sdk.Tool{Name: "up__echo", InputSchema: json.RawMessage(up.Spec().Schema)}, func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 		// As the gate does before its drive (gate/stack.go), so that
 		// neither pays for growing its stack inside an append.
-		growStack(0)
+		stack.Grow()
 		d1, err := hopApp.appendDecided(req.Params.Arguments)
 		if err != nil {
 			return nil, err
@@ -138,7 +139,7 @@ func BenchmarkGateway(b *testing.B) {
 	}
 	pol := policy.DefaultSideEffects()
 	floor.AddTool(&sdk.Tool{Name: "up__echo", InputSchema: json.RawMessage(up.Spec().Schema)}, func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
-		growStack(0)
+		stack.Grow()
 		out, err := floorLog.floorCall(ctx, floorTool, pol, req.Params.Arguments, up.Execute)
 		if err != nil {
 			return nil, err
@@ -318,15 +319,6 @@ func (a *appender) append(k events.Kind, body any) (time.Duration, error) {
 	}
 	a.tail = tail
 	return d, nil
-}
-
-// growStack is the gate's (gate/stack.go): it grows the goroutine's stack
-// to 32 KB at once.
-//
-//go:noinline
-func growStack(i int) byte {
-	var b [16 << 10]byte
-	return b[i%len(b)]
 }
 
 func median(ds []time.Duration) time.Duration {
