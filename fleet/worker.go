@@ -13,6 +13,7 @@ import (
 
 	"github.com/arbiter-run/arbiter/driver"
 	"github.com/arbiter-run/arbiter/events"
+	"github.com/arbiter-run/arbiter/internal/stack"
 	"github.com/arbiter-run/arbiter/projector"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -164,6 +165,10 @@ func (w *Worker) Run(ctx context.Context) error {
 			go func() {
 				defer wg.Done()
 				defer func() { <-slots }()
+				// A run's load and drive need a 32 KB stack; this new
+				// goroutine would grow its 2 KB one by doubling, copying
+				// it at each step.
+				stack.Grow()
 				w.handle(hard, msg, stop)
 			}()
 		}
@@ -241,8 +246,8 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, stop <-chan stru
 		_ = msg.NakWithDelay(time.Second)
 		return
 	}
-	v := r.View()
-	if strings.HasPrefix(v.Run.Agent, GateAgentPrefix) {
+	agentName, status := runOf(r)
+	if strings.HasPrefix(agentName, GateAgentPrefix) {
 		// A gate run is driven by the program that opened it (see gate/):
 		// it takes in its own decisions and runs its own calls. A worker
 		// that settled it would resume the call where its program cannot
@@ -255,11 +260,11 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, stop <-chan stru
 			return
 		}
 	}
-	agent := w.cfg.Agents[v.Run.Agent]
+	agent := w.cfg.Agents[agentName]
 	if agent == nil {
 		agent = w.cfg.Agents[""]
 	}
-	if agent == nil && v.Run.Status == projector.Running && w.d.NeedsAgent(r) {
+	if agent == nil && status == projector.Running && w.d.NeedsAgent(r) {
 		if !w.noAgent(ctx, r, msg) {
 			_ = msg.NakWithDelay(time.Duration(min(delivered(msg), 5)) * time.Second)
 		}
@@ -303,14 +308,14 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, stop <-chan stru
 	}
 	w.markStalled(run, false)
 	w.keep(ctx, r)
-	if r.View().Run.Status == projector.Running || w.d.NeedsAgent(r) {
+	if statusOf(r) == projector.Running || w.d.NeedsAgent(r) {
 		// Stopped where a decision is needed (or a budget grant is to be
 		// used) and this worker has no agent for the run: leave it to one
 		// that has.
 		_ = msg.NakWithDelay(5 * time.Second)
 		return
 	}
-	if r.View().Run.Status.Ended() {
+	if statusOf(r).Ended() {
 		// Nothing moves an ended run: an ack that is lost only brings the
 		// nudge back once, to a worker that finds the run ended and acks it
 		// again. No need to wait for the server to confirm this one.
@@ -331,7 +336,7 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, stop <-chan stru
 // approval with an expiry gets a timer, so it expires whether or not anyone
 // looks at it then.
 func (w *Worker) afterAck(ctx context.Context, r *driver.Run) {
-	if r.View().Run.Status.Ended() {
+	if statusOf(r).Ended() {
 		return // a decision arriving now changes nothing; no nudge to lose
 	}
 	tail, err := w.d.Log().Tail(ctx, r.ID())
@@ -395,7 +400,7 @@ func (w *Worker) expiryDue(r *driver.Run, msg jetstream.Msg) bool {
 }
 
 func (w *Worker) keep(ctx context.Context, r *driver.Run) {
-	if r.View().Run.Status.Ended() {
+	if statusOf(r).Ended() {
 		// Nobody drives an ended run again: no view to keep. Its snapshot
 		// may stay at a point the run has passed; that costs a longer read
 		// if the run is ever loaded, never a wrong view, because a read
@@ -428,6 +433,18 @@ func (w *Worker) load(ctx context.Context, run string, isNew bool) (*driver.Run,
 	}
 	r, _, err := w.snaps.Load(ctx, w.d, run)
 	return r, err
+}
+
+// runOf reads r's agent and status without copying its view.
+func runOf(r *driver.Run) (agent string, status projector.Status) {
+	r.Peek(func(v *projector.View) { agent, status = v.Run.Agent, v.Run.Status })
+	return agent, status
+}
+
+// statusOf is r's status, read without copying its view.
+func statusOf(r *driver.Run) projector.Status {
+	_, s := runOf(r)
+	return s
 }
 
 // GateAgentPrefix starts the agent name of a run a gate drives (gate.AgentPrefix):
