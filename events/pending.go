@@ -222,6 +222,16 @@ func (l *Log) inbox() (*jsinbox.Inbox, error) {
 	return b, nil
 }
 
+// getBatchPending is getBatch that also returns how many matching
+// messages are left after the batch (see [jsinbox.Inbox.GetBatchPending]).
+func (l *Log) getBatchPending(ctx context.Context, stream string, seq uint64, batch int, subject string) ([]*jetstream.RawStreamMsg, uint64, error) {
+	b, err := l.inbox()
+	if err != nil {
+		return nil, 0, err
+	}
+	return b.GetBatchPending(ctx, jsinbox.APIPrefix(l.js), stream, seq, batch, subject)
+}
+
 // getBatch reads with one batch direct get on the log's connection (see
 // [jsinbox.GetBatch]).
 func (l *Log) getBatch(ctx context.Context, stream string, seq uint64, batch int, subject string) ([]*jetstream.RawStreamMsg, error) {

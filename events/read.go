@@ -23,8 +23,10 @@ func (l *Log) Read(ctx context.Context, run string) ([]Record, Tail, error) {
 // tail: what a holder of a view at from needs to bring it up to date.
 //
 // A read is believed only whole. The run's tail is its last stored message
-// itself, as the server's index of the run's subjects gives it (its stream
-// sequence and hash), never a position some message claims. Every message
+// itself, as the server gives it (its stream sequence and hash: the last
+// message its index holds on the run's subjects, or the last a batch read
+// returned when the server counts none left after it), never a position
+// some message claims. Every message
 // stored on the run's subjects from from up to that one must be the next
 // event of the run: on its own subject, at the next position, chained on
 // the hash of the one before, and the last must be that very message. A
@@ -39,10 +41,14 @@ func (l *Log) Read(ctx context.Context, run string) ([]Record, Tail, error) {
 // own, nothing was added to the run since: that costs one lookup, as does
 // finding a run's tail; anything newer is one more batch read, of as many
 // messages as the last one's position says are left, so the server does
-// not scan the rest of the stream.
+// not scan the rest of the stream. A read from the start needs no lookup:
+// see [Log.readWhole].
 func (l *Log) Since(ctx context.Context, run string, from Tail) ([]Record, Tail, error) {
 	if err := ValidRunID(run); err != nil {
 		return nil, Tail{}, err
+	}
+	if from.Count == 0 {
+		return l.readWhole(ctx, run)
 	}
 	m, err := l.last(ctx, run)
 	if err != nil {
@@ -136,6 +142,63 @@ func (l *Log) Since(ctx context.Context, run string, from Tail) ([]Record, Tail,
 		return nil, Tail{}, fmt.Errorf("read run %s: %w: its last stored message (stream seq %d) is not the end of its chain (read to stream seq %d, position %d)", run, ErrBrokenChain, m.Sequence, tail.Seq, tail.Count)
 	}
 	return out, tail, nil
+}
+
+// readWhole is [Log.Since] from the start: the run's end is where the
+// server counts none of its messages left after a batch read (its
+// end-of-batch pending count), so no lookup of the last message comes
+// first. The first read asks for the run's first message alone; when the
+// server counts more, the next asks from the stream's start again for
+// exactly the run's count, the first message included, and each one after
+// for exactly as many as are left: never more than the run has, so the
+// server never scans the rest of the stream for messages that are not
+// there, and its count of what is left is made from its index of the
+// run's subjects, not by reading blocks. A run of one event, as a worker
+// first loads a new run, costs one read. The rules are Since's: every
+// message is the run's next event, chained on the one before, and the
+// tail is the last of them.
+func (l *Log) readWhole(ctx context.Context, run string) ([]Record, Tail, error) {
+	stream, filter := l.StreamName(l.Shard(run)), l.RunFilter(run)
+	msgs, left, err := l.getBatchPending(ctx, stream, 1, 1, filter)
+	if err != nil {
+		return nil, Tail{}, fmt.Errorf("read run %s: %w", run, err)
+	}
+	if len(msgs) == 0 {
+		return nil, Tail{}, fmt.Errorf("read run %s: %w", run, ErrNoRun)
+	}
+	if left > 0 {
+		first := msgs[0]
+		if msgs, left, err = l.getBatchPending(ctx, stream, 1, int(min(left+1, maxBatch)), filter); err != nil {
+			return nil, Tail{}, fmt.Errorf("read run %s: %w", run, err)
+		}
+		if len(msgs) == 0 || msgs[0].Sequence != first.Sequence || !bytes.Equal(msgs[0].Data, first.Data) {
+			// Only a message removed from the stream between the two reads
+			// changes the run's first one.
+			return nil, Tail{}, fmt.Errorf("read run %s: its first message (stream seq %d) changed between two reads", run, first.Sequence)
+		}
+	}
+	out := make([]Record, 0, len(msgs)+int(left))
+	var tail Tail
+	for {
+		for _, msg := range msgs {
+			rec, err := l.chained(run, stream, msg, tail.Count+1, tail.Hash)
+			if err != nil {
+				return nil, Tail{}, err
+			}
+			out = append(out, rec)
+			tail = rec.Tail()
+		}
+		if left == 0 {
+			return out, tail, nil
+		}
+		next := msgs[len(msgs)-1].Sequence + 1
+		if msgs, left, err = l.getBatchPending(ctx, stream, next, int(min(left, maxBatch)), filter); err != nil {
+			return nil, Tail{}, fmt.Errorf("read run %s: %w", run, err)
+		}
+		if len(msgs) == 0 {
+			return nil, Tail{}, fmt.Errorf("read run %s: no messages from stream seq %d on, where the read before counted more", run, next)
+		}
+	}
 }
 
 // maxBatch bounds one batch read (see [jsinbox.GetBatch]): a long run is

@@ -35,8 +35,20 @@ func GetBatch(ctx context.Context, js jetstream.JetStream, stream string, seq ui
 // GetBatch is [GetBatch] on the inbox's connection, with the JetStream API
 // prefix (with its trailing dot, see [APIPrefix]) given.
 func (b *Inbox) GetBatch(ctx context.Context, apiPrefix, stream string, seq uint64, batch int, subject string) ([]*jetstream.RawStreamMsg, error) {
+	msgs, _, err := b.GetBatchPending(ctx, apiPrefix, stream, seq, batch, subject)
+	return msgs, err
+}
+
+// GetBatchPending is [Inbox.GetBatch] that also returns how many messages
+// matching subject the stream holds after the last one returned, as the
+// server counted them when it ended the batch (its end-of-batch
+// Nats-Num-Pending, counted again if the stream grew while the batch was
+// read; a read that found nothing has none after it). A count of zero
+// means the last message returned was the last one matching subject when
+// the batch ended.
+func (b *Inbox) GetBatchPending(ctx context.Context, apiPrefix, stream string, seq uint64, batch int, subject string) ([]*jetstream.RawStreamMsg, uint64, error) {
 	if batch < 1 {
-		return nil, nil
+		return nil, 0, nil
 	}
 	batch = min(batch, MaxBatch)
 	req, err := json.Marshal(struct {
@@ -45,7 +57,7 @@ func (b *Inbox) GetBatch(ctx context.Context, apiPrefix, stream string, seq uint
 		NextBySubj string `json:"next_by_subj,omitempty"`
 	}{seq, batch, subject})
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	// Room for every message and the end-of-batch marker: a channel sized
 	// for the batch, no per-read subscription.
@@ -54,7 +66,7 @@ func (b *Inbox) GetBatch(ctx context.Context, apiPrefix, stream string, seq uint
 	defer b.forget(tok)
 	msg := &nats.Msg{Subject: apiPrefix + "DIRECT.GET." + stream, Reply: replyTo, Data: req}
 	if err := b.nc.PublishMsg(msg); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	var expire <-chan time.Time
 	if _, ok := ctx.Deadline(); !ok {
@@ -70,32 +82,33 @@ func (b *Inbox) GetBatch(ctx context.Context, apiPrefix, stream string, seq uint
 			if len(m.Data) == 0 && m.Header.Get("Status") != "" {
 				switch status := m.Header.Get("Status"); status {
 				case "204": // end of batch
-					if _, err := strconv.ParseUint(m.Header.Get(numPendingHeader), 10, 64); err != nil {
-						return nil, fmt.Errorf("batch get from %s: end of batch without a pending count (headers %v)", stream, m.Header)
+					pending, err := strconv.ParseUint(m.Header.Get(numPendingHeader), 10, 64)
+					if err != nil {
+						return nil, 0, fmt.Errorf("batch get from %s: end of batch without a pending count (headers %v)", stream, m.Header)
 					}
-					return out, nil
+					return out, pending, nil
 				case "404": // nothing (more) to read
-					return out, nil
+					return out, 0, nil
 				case "503":
-					return nil, jetstream.ErrNoStreamResponse
+					return nil, 0, jetstream.ErrNoStreamResponse
 				default:
-					return nil, fmt.Errorf("batch get from %s: status %s %s", stream, status, m.Header.Get("Description"))
+					return nil, 0, fmt.Errorf("batch get from %s: status %s %s", stream, status, m.Header.Get("Description"))
 				}
 			}
 			raw, err := directMsg(m)
 			if err != nil {
-				return nil, fmt.Errorf("batch get from %s: %w", stream, err)
+				return nil, 0, fmt.Errorf("batch get from %s: %w", stream, err)
 			}
 			if len(out) == batch {
-				return nil, fmt.Errorf("batch get from %s: more than the %d messages asked for", stream, batch)
+				return nil, 0, fmt.Errorf("batch get from %s: more than the %d messages asked for", stream, batch)
 			}
 			out = append(out, raw)
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return nil, 0, ctx.Err()
 		case <-expire:
-			return nil, nats.ErrTimeout
+			return nil, 0, nats.ErrTimeout
 		case <-b.closed:
-			return nil, nats.ErrConnectionClosed
+			return nil, 0, nats.ErrConnectionClosed
 		}
 	}
 }

@@ -189,6 +189,48 @@ func TestGetBatch(t *testing.T) {
 	}
 }
 
+// TestGetBatchPending: the count after a batch is how many matching
+// messages the stream holds after the last one returned.
+func TestGetBatchPending(t *testing.T) {
+	nc, js := serve(t)
+	ctx := ctxT(t)
+	stream(t, ctx, js)
+	for i := 1; i <= 10; i++ {
+		subj := "s.a"
+		if i%2 == 0 {
+			subj = "s.b"
+		}
+		if _, err := js.Publish(ctx, subj, fmt.Appendf(nil, "%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b, err := For(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		seq         uint64
+		batch       int
+		subject     string
+		wantN       int
+		wantPending uint64
+	}{
+		{1, 1, "s.a", 1, 4},    // 1; 3, 5, 7, 9 left
+		{4, 2, "s.a", 2, 1},    // 5, 7; 9 left
+		{1, 5, "s.a", 5, 0},    // all of them
+		{1, 3, "", 3, 7},       // every subject
+		{10, 1, "s.b", 1, 0},   // the last
+		{11, 1, "s.a", 0, 0},   // past the end
+		{1, 1, "s.none", 0, 0}, // nothing on the subject
+	}
+	for _, c := range cases {
+		msgs, pending, err := b.GetBatchPending(ctx, APIPrefix(js), "S", c.seq, c.batch, c.subject)
+		if err != nil || len(msgs) != c.wantN || pending != c.wantPending {
+			t.Errorf("from %d, %d of %q: %d messages, %d left, %v; want %d, %d left", c.seq, c.batch, c.subject, len(msgs), pending, err, c.wantN, c.wantPending)
+		}
+	}
+}
+
 // TestAPIPrefix: the prefix the batch get's subject starts with follows the
 // JetStream context's prefix or domain.
 func TestAPIPrefix(t *testing.T) {
