@@ -137,6 +137,10 @@ func New(name, dir string, class events.SideEffect, timeout time.Duration) (driv
 }
 
 // Ledger reads the sandbox's ledger: one entry per execution, "<run> <step> <tool> <args>".
+// Only lines that end in a newline count: the file is created before its
+// first line is written, and a reader racing a tool may see it empty or a
+// line not yet whole. That fragment is an execution still being recorded,
+// not an entry, and a later read sees it complete.
 func Ledger(dir string) ([]string, error) {
 	b, err := os.ReadFile(filepath.Join(dir, ledgerFile))
 	if errors.Is(err, os.ErrNotExist) {
@@ -145,5 +149,11 @@ func Ledger(dir string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	return strings.Split(strings.TrimSuffix(string(b), "\n"), "\n"), nil
+	whole := string(b)
+	if i := strings.LastIndexByte(whole, '\n'); i >= 0 {
+		whole = whole[:i]
+	} else {
+		return nil, nil
+	}
+	return strings.Split(whole, "\n"), nil
 }
