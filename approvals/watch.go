@@ -23,7 +23,7 @@ type Notice struct {
 	StreamSeq uint64
 	// Err is set when the stored message cannot be trusted: it does not
 	// decode, or it is stored on a subject its kind does not belong on
-	// (see [events.Log.CheckSubject]). Report it; never act on it.
+	// (see [events.Log.CheckStored]). Report it; never act on it.
 	Err error
 }
 
@@ -129,7 +129,7 @@ func notice(log *events.Log, m *jetstream.RawStreamMsg, stream string) Notice {
 	n := Notice{Subject: m.Subject, Stream: stream, StreamSeq: m.Sequence}
 	ev, err := events.Decode(m.Data)
 	if err == nil {
-		err = log.CheckSubject(m.Subject, ev)
+		err = log.CheckStored(m.Subject, m.Header, ev)
 	}
 	n.Event, n.Err = ev, err
 	return n

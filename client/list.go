@@ -169,7 +169,7 @@ func (cl *Client) fold(ctx context.Context, hits []hit) []Row {
 	for i, h := range hits {
 		e, err := events.Decode(h.msg.Data)
 		if err == nil {
-			err = log.CheckSubject(h.msg.Subject, e)
+			err = log.CheckStored(h.msg.Subject, h.msg.Header, e)
 		}
 		if err != nil {
 			rows[i] = Row{ID: h.msg.Subject, Err: fmt.Errorf("message %d on %s: %w", h.msg.Sequence, h.msg.Subject, err)}

@@ -80,7 +80,7 @@ func (c *Client) watchEnds(ctx context.Context, k int, fromStart bool, fn func(E
 			next = m.Sequence + 1
 			ev, err := events.Decode(m.Data)
 			if err == nil {
-				err = c.log.CheckSubject(m.Subject, ev)
+				err = c.log.CheckStored(m.Subject, m.Header, ev)
 			}
 			if err == nil && !ev.Kind.Terminal() {
 				continue

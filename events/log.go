@@ -12,6 +12,7 @@ import (
 	"github.com/arbiter-run/arbiter/internal/jsinbox"
 	"github.com/arbiter-run/arbiter/internal/layout"
 	"github.com/cespare/xxhash/v2"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -203,16 +204,37 @@ func (l *Log) runFilterOn(shard int, run string) string {
 	return l.shardPrefix(shard) + "." + run + ".>"
 }
 
-// CheckSubject reports whether e was stored on the subject its run and kind
-// belong on. NATS permissions restrict who may publish on which subject, so
-// an event whose kind does not match its subject (a run.finished smuggled
-// onto an approval.granted subject) must not be believed. The error wraps
-// [ErrBrokenChain].
-func (l *Log) CheckSubject(subject string, e Event) error {
+// CheckStored reports whether e, read from a message stored on subject
+// with headers hdr, is an event this log's appends stored: on the subject
+// its run and kind belong on, and under its own event id as the message id
+// (one Nats-Msg-Id header, the event's id), which every append sets. NATS
+// permissions restrict who may publish on which subject, so an event whose
+// kind does not match its subject (a run.finished smuggled onto an
+// approval.granted subject) must not be believed. Nor may a message the
+// server itself was made to store there: a JetStream API reply goes to
+// whatever reply subject its request named, and a reply that carries a
+// stored message's bytes (a direct get with no headers) would otherwise be
+// taken for an event appended by someone allowed to append. hdr must be
+// the headers as the server served them: a direct get's through jsinbox,
+// which keeps only the server's values (see jsinbox.ErrForgedHeader). The
+// error wraps [ErrBrokenChain].
+func (l *Log) CheckStored(subject string, hdr nats.Header, e Event) error {
 	if want := l.Subject(e.Run, e.Kind); subject != want {
 		return fmt.Errorf("%w: event %s (%s of run %s) stored on %s, not %s", ErrBrokenChain, e.ID, e.Kind, e.Run, subject, want)
 	}
+	if !Appended(hdr, e) {
+		return fmt.Errorf("%w: event %s (%s of run %s) on %s was not stored by an append: its message ids are %q, not the event's id alone", ErrBrokenChain, e.ID, e.Kind, e.Run, subject, hdr.Values(jetstream.MsgIDHeader))
+	}
 	return nil
+}
+
+// Appended reports whether a message stored with headers hdr carries e's
+// id as its one message id, as every append stores an event: the half of
+// [Log.CheckStored] that a reader checking subjects its own way (replay)
+// checks too.
+func Appended(hdr nats.Header, e Event) bool {
+	ids := hdr.Values(jetstream.MsgIDHeader)
+	return len(ids) == 1 && ids[0] == e.ID
 }
 
 // KindFilter returns the subject filter matching every event of kind k of
@@ -289,11 +311,15 @@ func (l *Log) Append(ctx context.Context, tail Tail, ev Event) (Tail, error) {
 
 // last returns the run's last stored message, or nil if the run has none.
 func (l *Log) last(ctx context.Context, run string) (*jetstream.RawStreamMsg, error) {
-	m, err := l.streams[l.Shard(run)].GetLastMsgForSubject(ctx, l.RunFilter(run))
+	b, err := l.inbox()
+	if err != nil {
+		return nil, err
+	}
+	m, err := b.GetLast(ctx, jsinbox.APIPrefix(l.js), l.StreamName(l.Shard(run)), l.RunFilter(run))
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return nil, nil
 	}
-	return m, err
+	return m, forged(err)
 }
 
 // Tail returns where run stands now, read from its last stored event.
@@ -312,7 +338,7 @@ func (l *Log) Tail(ctx context.Context, run string) (Tail, error) {
 	if err != nil {
 		return Tail{}, fmt.Errorf("tail of run %s: %w", run, err)
 	}
-	if err := l.CheckSubject(m.Subject, e); err != nil {
+	if err := l.CheckStored(m.Subject, m.Header, e); err != nil {
 		return Tail{}, fmt.Errorf("tail of run %s: %w", run, err)
 	}
 	return Tail{Seq: m.Sequence, Count: e.Seq, Hash: Hash(m.Data)}, nil

@@ -159,7 +159,7 @@ func (p *Pending) Wait(ctx context.Context) (Record, error) {
 		// The stream already holds a message under this event id: a repeat
 		// of this very append, or another message given the same id. Only
 		// the first is a success, whatever the ack says.
-		if m, gerr := p.l.streams[p.l.Shard(ev.Run)].GetMsg(ctx, seq); gerr != nil {
+		if m, gerr := p.l.getSeq(ctx, p.rec.Stream, seq); gerr != nil {
 			err = fmt.Errorf("event id %s is already stored at stream seq %d, which cannot be read to compare: %w", ev.ID, seq, gerr)
 		} else if m.Subject != p.subject || !bytes.Equal(m.Data, p.rec.Data) {
 			return Record{}, fmt.Errorf("append %s to run %s: %w: stream seq %d holds another message (on %s) under event id %s", ev.Kind, ev.Run, ErrConflict, seq, m.Subject, ev.ID)
@@ -229,7 +229,8 @@ func (l *Log) getBatchPending(ctx context.Context, stream string, seq uint64, ba
 	if err != nil {
 		return nil, 0, err
 	}
-	return b.GetBatchPending(ctx, jsinbox.APIPrefix(l.js), stream, seq, batch, subject)
+	msgs, left, err := b.GetBatchPending(ctx, jsinbox.APIPrefix(l.js), stream, seq, batch, subject)
+	return msgs, left, forged(err)
 }
 
 // getBatch reads with one batch direct get on the log's connection (see
@@ -239,5 +240,28 @@ func (l *Log) getBatch(ctx context.Context, stream string, seq uint64, batch int
 	if err != nil {
 		return nil, err
 	}
-	return b.GetBatch(ctx, jsinbox.APIPrefix(l.js), stream, seq, batch, subject)
+	msgs, err := b.GetBatch(ctx, jsinbox.APIPrefix(l.js), stream, seq, batch, subject)
+	return msgs, forged(err)
+}
+
+// getSeq reads the message stream holds at seq (see [jsinbox.Inbox.GetSeq]).
+func (l *Log) getSeq(ctx context.Context, stream string, seq uint64) (*jetstream.RawStreamMsg, error) {
+	b, err := l.inbox()
+	if err != nil {
+		return nil, err
+	}
+	m, err := b.GetSeq(ctx, jsinbox.APIPrefix(l.js), stream, seq)
+	return m, forged(err)
+}
+
+// forged marks a read that met a stored message with a header only the
+// server sets ([jsinbox.ErrForgedHeader]) as a broken chain: that message
+// is not an event Arbiter wrote, on whatever subject it lies, and the run
+// (or the scan) it is part of fails closed, as it does for any other
+// message that is not the next event.
+func forged(err error) error {
+	if errors.Is(err, jsinbox.ErrForgedHeader) {
+		return fmt.Errorf("%w: %w", ErrBrokenChain, err)
+	}
+	return err
 }

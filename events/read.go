@@ -68,7 +68,7 @@ func (l *Log) Since(ctx context.Context, run string, from Tail) ([]Record, Tail,
 		return nil, Tail{}, fmt.Errorf("read run %s at stream seq %d: %w", run, m.Sequence, err)
 	}
 	if from.Count > 0 && m.Sequence == from.Seq {
-		if Hash(m.Data) != from.Hash || last.Run != run || last.Seq != from.Count || l.CheckSubject(m.Subject, last) != nil {
+		if Hash(m.Data) != from.Hash || last.Run != run || last.Seq != from.Count || l.CheckStored(m.Subject, m.Header, last) != nil {
 			return nil, Tail{}, notInLog()
 		}
 		return nil, from, nil
@@ -108,7 +108,7 @@ func (l *Log) Since(ctx context.Context, run string, from Tail) ([]Record, Tail,
 					return nil, Tail{}, notInLog()
 				}
 				e, err := Decode(msg.Data)
-				if err != nil || e.Run != run || e.Seq != from.Count || l.CheckSubject(msg.Subject, e) != nil {
+				if err != nil || e.Run != run || e.Seq != from.Count || l.CheckStored(msg.Subject, msg.Header, e) != nil {
 					return nil, Tail{}, notInLog()
 				}
 				anchored = true
@@ -206,6 +206,11 @@ func (l *Log) readWhole(ctx context.Context, run string) ([]Record, Tail, error)
 const maxBatch = jsinbox.MaxBatch
 
 func (l *Log) chained(run, stream string, m *jetstream.RawStreamMsg, seq uint64, prev string) (Record, error) {
+	if len(m.Data) == 0 {
+		// Never an event: a batch serves a stored message that carried a
+		// header only the server sets with no body (jsinbox.ErrForgedHeader).
+		return Record{}, fmt.Errorf("read run %s: %w", run, &ChainError{Index: int(seq - 1), Seq: seq, Reason: fmt.Sprintf("stream seq %d on %s has no body, or carried a header only the server sets", m.Sequence, m.Subject)})
+	}
 	e, err := Decode(m.Data)
 	if err != nil {
 		return Record{}, fmt.Errorf("read run %s at stream seq %d: %w", run, m.Sequence, err)
@@ -215,7 +220,7 @@ func (l *Log) chained(run, stream string, m *jetstream.RawStreamMsg, seq uint64,
 
 // chainedAs is chained for message m already decoded as e.
 func (l *Log) chainedAs(run, stream string, m *jetstream.RawStreamMsg, e Event, seq uint64, prev string) (Record, error) {
-	if err := l.CheckSubject(m.Subject, e); err != nil {
+	if err := l.CheckStored(m.Subject, m.Header, e); err != nil {
 		return Record{}, fmt.Errorf("read run %s: %w", run, &ChainError{Index: int(seq - 1), Seq: e.Seq, EventID: e.ID, Reason: err.Error()})
 	}
 	if e.Run != run || e.Seq != seq || e.Prev != prev {

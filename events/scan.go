@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -29,6 +30,7 @@ const (
 type RawRecord struct {
 	Data      []byte
 	Subject   string
+	Header    nats.Header // as the server served it (see [Log.CheckStored])
 	Stream    string
 	StreamSeq uint64
 }
@@ -132,7 +134,7 @@ func (l *Log) consume(ctx context.Context, k int, from, end uint64, fn func(RawR
 		next = b.msgs[len(b.msgs)-1].Sequence + 1
 		pending = fetch(next)
 		for _, m := range b.msgs {
-			more, err := fn(RawRecord{Data: m.Data, Subject: m.Subject, Stream: stream, StreamSeq: m.Sequence})
+			more, err := fn(RawRecord{Data: m.Data, Subject: m.Subject, Header: m.Header, Stream: stream, StreamSeq: m.Sequence})
 			if err != nil || !more {
 				return err
 			}

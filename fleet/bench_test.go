@@ -608,7 +608,7 @@ func publishInterleaved(b *testing.B, ctx context.Context, js jetstream.JetStrea
 				b.Fatal(err)
 			}
 			prev[r] = events.Hash(data)
-			if _, err := js.PublishMsgAsync(&nats.Msg{Subject: log.Subject(run, kind), Data: data}); err != nil {
+			if _, err := js.PublishMsgAsync(&nats.Msg{Subject: log.Subject(run, kind), Data: data}, jetstream.WithMsgID(e.ID)); err != nil {
 				b.Fatal(err)
 			}
 		}

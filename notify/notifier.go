@@ -216,7 +216,7 @@ func (n *Notifier) follow(ctx context.Context, cons jetstream.Consumer, stream s
 func (n *Notifier) handle(ctx context.Context, m jetstream.Msg) error {
 	e, err := events.Decode(m.Data())
 	if err == nil {
-		err = n.cfg.Log.CheckSubject(m.Subject(), e)
+		err = n.cfg.Log.CheckStored(m.Subject(), m.Headers(), e)
 	}
 	if err != nil {
 		return fmt.Errorf("notify: message on %s: %w", m.Subject(), err)

@@ -204,7 +204,7 @@ func buildStream(b *testing.B, js jetstream.JetStream, log *events.Log, n int) i
 		if ev.Kind == events.StepPolicy {
 			evals++
 		}
-		if _, err := js.PublishAsync(log.Subject(ev.Run, ev.Kind), data); err != nil {
+		if _, err := js.PublishAsync(log.Subject(ev.Run, ev.Kind), data, jetstream.WithMsgID(ev.ID)); err != nil {
 			b.Fatal(err)
 		}
 		made++

@@ -15,6 +15,7 @@ import (
 	"github.com/arbiter-run/arbiter/policy"
 	"github.com/arbiter-run/arbiter/projector"
 	"github.com/arbiter-run/arbiter/testkit"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
 )
 
@@ -361,7 +362,7 @@ func loadInto(t *testing.T, cfg events.Config, orig, lines [][]byte) *events.Log
 		if err != nil {
 			t.Fatalf("fixture line %d: %v", i+1, err)
 		}
-		if _, err := env.JS.Publish(ctx, log.Subject(e.Run, e.Kind), line); err != nil {
+		if _, err := env.JS.Publish(ctx, log.Subject(e.Run, e.Kind), line, jetstream.WithMsgID(e.ID)); err != nil {
 			t.Fatalf("publish line %d: %v", i+1, err)
 		}
 	}

@@ -79,6 +79,10 @@ func (c *checker) decoded(ctx context.Context, rec record, report bool) error {
 		c.breakRun(e.Run, r.StreamSeq, fmt.Sprintf("event %d (%s) is stored on %s, not %s", e.Seq, e.Kind, r.Subject, c.log.Subject(e.Run, e.Kind)))
 		return nil
 	}
+	if !events.Appended(r.Header, e) {
+		c.breakRun(e.Run, r.StreamSeq, fmt.Sprintf("event %d (%s) on %s was not stored by an append: its message id is not the event's id", e.Seq, e.Kind, r.Subject))
+		return nil
+	}
 	var err error
 	st := c.runs[e.Run]
 	if st == nil {

@@ -231,11 +231,14 @@ func (c *checker) readRun(ctx context.Context, run string) error {
 		return fmt.Errorf("replay run %q: %w", run, err)
 	}
 	k := c.log.Shard(run)
-	s, err := c.log.JetStream().Stream(ctx, c.log.StreamName(k))
+	js := c.log.JetStream()
+	b, err := jsinbox.For(js.Conn())
 	if err != nil {
 		return fmt.Errorf("replay run %s: %w", run, err)
 	}
-	last, err := s.GetLastMsgForSubject(ctx, c.log.RunFilter(run))
+	// The server's subject and sequence, never a stored message's own
+	// headers (jsinbox.ErrForgedHeader).
+	last, err := b.GetLast(ctx, jsinbox.APIPrefix(js), c.log.StreamName(k), c.log.RunFilter(run))
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return fmt.Errorf("replay run %s: %w", run, events.ErrNoRun)
 	}
@@ -275,7 +278,7 @@ func (c *checker) readRaw(ctx context.Context, run string, from, until uint64, f
 			}
 			got++
 			next = m.Sequence + 1
-			if err := fn(events.RawRecord{Data: m.Data, Subject: m.Subject, Stream: stream, StreamSeq: m.Sequence}); err != nil {
+			if err := fn(events.RawRecord{Data: m.Data, Subject: m.Subject, Header: m.Header, Stream: stream, StreamSeq: m.Sequence}); err != nil {
 				return err
 			}
 		}

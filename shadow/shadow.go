@@ -178,7 +178,7 @@ func Since(ctx context.Context, log *events.Log, since time.Time, fn func(Findin
 			if err != nil {
 				return fmt.Errorf("stream %s seq %d: %w", raw.Stream, raw.StreamSeq, err)
 			}
-			if err := log.CheckSubject(raw.Subject, e); err != nil {
+			if err := log.CheckStored(raw.Subject, raw.Header, e); err != nil {
 				return fmt.Errorf("stream %s seq %d: %w", raw.Stream, raw.StreamSeq, err)
 			}
 			return r.event(e)

@@ -146,7 +146,7 @@ func (t *Tracer) Step(ctx context.Context) error {
 // does not audit (the readers that act verify the chain).
 func (t *Tracer) event(ctx context.Context, m *jetstream.RawStreamMsg) {
 	e, err := events.Decode(m.Data)
-	if err != nil || t.cfg.Log.CheckSubject(m.Subject, e) != nil {
+	if err != nil || t.cfg.Log.CheckStored(m.Subject, m.Header, e) != nil {
 		return
 	}
 	r := t.runs[e.Run]

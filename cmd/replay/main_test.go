@@ -47,7 +47,7 @@ func publish(t *testing.T, js jetstream.JetStream, orig, lines [][]byte) {
 		if err != nil {
 			t.Fatalf("fixture line %d: %v", i+1, err)
 		}
-		if _, err := js.Publish(ctx, log.Subject(e.Run, e.Kind), line); err != nil {
+		if _, err := js.Publish(ctx, log.Subject(e.Run, e.Kind), line, jetstream.WithMsgID(e.ID)); err != nil {
 			t.Fatalf("publish line %d: %v", i+1, err)
 		}
 	}

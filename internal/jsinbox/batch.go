@@ -23,7 +23,12 @@ const MaxBatch = 1024
 // the stream has no more, and never more than [MaxBatch]: read on from the
 // sequence after the last. The server reads on until it has batch messages
 // or reaches the stream's end: a reader that knows how many it wants asks
-// for that many. The stream must allow direct gets.
+// for that many. The stream must allow direct gets. Every message's
+// subject, sequence and time are the server's: a stored message that
+// carries a header only the server sets ([ErrForgedHeader]) is returned
+// on the subject and at the sequence the server gave it, with only the
+// server's headers and no body, garbage to any reader; it never ends the
+// batch or changes its count.
 func GetBatch(ctx context.Context, js jetstream.JetStream, stream string, seq uint64, batch int, subject string) ([]*jetstream.RawStreamMsg, error) {
 	b, err := For(js.Conn())
 	if err != nil {
@@ -79,11 +84,11 @@ func (b *Inbox) GetBatchPending(ctx context.Context, apiPrefix, stream string, s
 		select {
 		case r := <-ch:
 			m := r.m
-			if len(m.Data) == 0 && m.Header.Get("Status") != "" {
-				switch status := m.Header.Get("Status"); status {
+			if isStatus(m) {
+				switch status := m.Header.Get(statusHeader); status {
 				case "204": // end of batch
 					pending, err := strconv.ParseUint(m.Header.Get(numPendingHeader), 10, 64)
-					if err != nil {
+					if err != nil || len(m.Header.Values(numPendingHeader)) != 1 {
 						return nil, 0, fmt.Errorf("batch get from %s: end of batch without a pending count (headers %v)", stream, m.Header)
 					}
 					return out, pending, nil
@@ -91,11 +96,15 @@ func (b *Inbox) GetBatchPending(ctx context.Context, apiPrefix, stream string, s
 					return out, 0, nil
 				case "503":
 					return nil, 0, jetstream.ErrNoStreamResponse
+				case "":
+					return nil, 0, fmt.Errorf("batch get from %s: a reply that is neither a stored message nor a status (headers %v)", stream, m.Header)
 				default:
-					return nil, 0, fmt.Errorf("batch get from %s: status %s %s", stream, status, m.Header.Get("Description"))
+					return nil, 0, fmt.Errorf("batch get from %s: status %s %s", stream, status, m.Header.Get(descriptionHeader))
 				}
 			}
-			raw, err := directMsg(m)
+			// A stored message with headers of the server's own comes with
+			// no body: garbage to every reader, on its true subject.
+			raw, _, err := stored(m, true)
 			if err != nil {
 				return nil, 0, fmt.Errorf("batch get from %s: %w", stream, err)
 			}
@@ -111,21 +120,6 @@ func (b *Inbox) GetBatchPending(ctx context.Context, apiPrefix, stream string, s
 			return nil, 0, nats.ErrConnectionClosed
 		}
 	}
-}
-
-// directMsg reads a direct get reply: the stored message's data, with its
-// subject, sequence and time in headers.
-func directMsg(m *nats.Msg) (*jetstream.RawStreamMsg, error) {
-	subj := m.Header.Get(jetstream.SubjectHeader)
-	seq, err := strconv.ParseUint(m.Header.Get(jetstream.SequenceHeader), 10, 64)
-	if subj == "" || err != nil {
-		return nil, fmt.Errorf("reply without a subject or sequence (headers %v)", m.Header)
-	}
-	tm, err := time.Parse(time.RFC3339Nano, m.Header.Get(jetstream.TimeStampHeaer))
-	if err != nil {
-		return nil, fmt.Errorf("reply for sequence %d: time stamp: %w", seq, err)
-	}
-	return &jetstream.RawStreamMsg{Subject: subj, Sequence: seq, Header: m.Header, Data: m.Data, Time: tm}, nil
 }
 
 // APIPrefix is the JetStream API prefix of js, with its trailing dot:
