@@ -228,8 +228,18 @@ func waitView(t *testing.T, d *driver.Driver, run string, ok func(projector.View
 }
 
 // TestPermissions_WorkerCannotSmuggleGrantOnRunSubject: a grant the worker
-// user stores under step.policy must not be read as one.
+// user stores under step.policy must not be read as one, nor when it
+// carries a Nats-Subject header naming approval.granted (the server's own
+// header comes after it, and is the one read).
 func TestPermissions_WorkerCannotSmuggleGrantOnRunSubject(t *testing.T) {
+	for _, claim := range []bool{false, true} {
+		t.Run(map[bool]string{false: "plain", true: "claiming its subject"}[claim], func(t *testing.T) {
+			smuggleGrant(t, claim)
+		})
+	}
+}
+
+func smuggleGrant(t *testing.T, claim bool) {
 	e := newAuthEnv(t, events.Config{})
 	a, tail := e.pendingApproval(t)
 	d, err := approvals.Sign(e.opKey, e.run, a.ID, a.Hash, events.DecisionGrant, "", time.Now())
@@ -242,7 +252,11 @@ func TestPermissions_WorkerCannotSmuggleGrantOnRunSubject(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.worker.js.PublishMsg(t.Context(), &nats.Msg{Subject: e.log.Subject(e.run, events.StepPolicy), Data: data, Header: fenced(e.log, ev, tail)}); err != nil {
+	h := fenced(e.log, ev, tail)
+	if claim {
+		h.Set(jetstream.SubjectHeader, e.log.Subject(e.run, events.ApprovalGranted))
+	}
+	if _, err := e.worker.js.PublishMsg(t.Context(), &nats.Msg{Subject: e.log.Subject(e.run, events.StepPolicy), Data: data, Header: h}); err != nil {
 		t.Fatalf("worker publish on step.policy: %v", err)
 	}
 	if _, _, err := e.log.Read(t.Context(), e.run); !errors.Is(err, events.ErrBrokenChain) && !errors.Is(err, events.ErrMalformed) {
