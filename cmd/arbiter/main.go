@@ -11,6 +11,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/arbiter-run/arbiter/internal/visible"
 )
 
 type command struct {
@@ -58,31 +60,52 @@ func usage(w io.Writer) {
 }
 
 func main() {
-	if len(os.Args) < 2 || os.Args[1] == "-h" || os.Args[1] == "--help" || os.Args[1] == "help" {
-		usage(os.Stdout)
-		if len(os.Args) < 2 {
-			os.Exit(2)
-		}
-		return
-	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// run runs the command args name, printing on stdout and stderr, and
+// returns the process's exit code. Everything a command prints passes
+// through visible: text a model or a tool chose (arguments, results,
+// presentations, reasons) reaches the operator's terminal as what it is,
+// never as a control sequence, a bidirectional override or an invisible
+// character that changes what the terminal shows. (The gateway's MCP
+// stdio is os.Stdout itself, not this writer.)
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	out, errOut := visible.NewWriter(stdout), visible.NewWriter(stderr)
+	defer func() {
+		_ = out.Flush()
+		_ = errOut.Flush()
+	}()
+	return dispatch(ctx, args, out, errOut)
+}
+
+func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) < 1 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		usage(stdout)
+		if len(args) < 1 {
+			return 2
+		}
+		return 0
+	}
 	for _, c := range commands {
-		if c.name == os.Args[1] {
-			err := c.run(ctx, os.Args[2:], os.Stdout)
+		if c.name == args[0] {
+			err := c.run(ctx, args[1:], stdout)
 			if errors.Is(err, flag.ErrHelp) {
-				return
+				return 0
 			}
 			if err != nil {
-				fmt.Fprintf(os.Stderr, "arbiter %s: %v\n", c.name, err)
-				os.Exit(exitCode(err))
+				fmt.Fprintf(stderr, "arbiter %s: %v\n", c.name, err)
+				return exitCode(err)
 			}
-			return
+			return 0
 		}
 	}
-	fmt.Fprintf(os.Stderr, "arbiter: unknown command %q\n\n", os.Args[1])
-	usage(os.Stderr)
-	os.Exit(2)
+	fmt.Fprintf(stderr, "arbiter: unknown command %q\n\n", args[0])
+	usage(stderr)
+	return 2
 }
 
 // usageError marks a mistake in the command line (exit 2).

@@ -27,6 +27,7 @@ import (
 
 	"github.com/arbiter-run/arbiter/approvals"
 	"github.com/arbiter-run/arbiter/events"
+	"github.com/arbiter-run/arbiter/internal/visible"
 	"github.com/arbiter-run/arbiter/policy"
 	"github.com/arbiter-run/arbiter/replay"
 	"github.com/arbiter-run/arbiter/rules"
@@ -41,7 +42,12 @@ const (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	// What replay prints holds what the model and tools chose (arguments,
+	// reasons): it reaches the terminal escaped (internal/visible).
+	stdout, stderr := visible.NewWriter(os.Stdout), visible.NewWriter(os.Stderr)
+	code := run(ctx, os.Args[1:], stdout, stderr)
+	_ = stdout.Flush()
+	_ = stderr.Flush()
 	stop()
 	os.Exit(code)
 }

@@ -1,0 +1,92 @@
+package visible
+
+import (
+	"bytes"
+	"encoding/json"
+	"math/rand/v2"
+	"strings"
+	"testing"
+)
+
+func TestString(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"plain text, é, 世界, 😀", "plain text, é, 世界, 😀"},
+		{"two\nlines\tand a tab", "two\nlines\tand a tab"},
+		{"\x1b[8mhidden", `\u001b[8mhidden`},
+		{"\u009b29Dalice", `\u009b29Dalice`},
+		{"over\rwrite", `over\u000dwrite`},
+		{"\x00\x07\x7f", `\u0000\u0007\u007f`},
+		{"pay \u202e0001\u202c", `pay \u202e0001\u202c`},
+		{"\u2066isolate\u2069 \u200e\u200f\u061c", `\u2066isolate\u2069 \u200e\u200f\u061c`},
+		{"zero\u200bwidth\u200d\u2060\ufeff", `zero\u200bwidth\u200d\u2060\ufeff`},
+		{"soft\u00adhyphen", `soft\u00adhyphen`},
+		{"tag \U000e0041\U000e007f", `tag \udb40\udc41\udb40\udc7f`},
+		{"sep\u2028\u2029", `sep\u2028\u2029`},
+		{"variation \ufe0f\U000e0100", `variation \ufe0f\udb40\udd00`},
+		{"bad \xff\xc3", `bad \xff\xc3`},
+	} {
+		if got := String(tc.in); got != tc.want {
+			t.Errorf("String(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
+// TestString_SameJSON: inside a JSON string, an escaped rune is the same
+// string again, so a JSON output passed through the package decodes as it
+// would have.
+func TestString_SameJSON(t *testing.T) {
+	in := map[string]string{"amount": "\u202e0001\u202c", "note": "a\u200bb\u009bc\U000e0041"}
+	raw, err := json.Marshal(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shown := String(string(raw))
+	if strings.ContainsRune(shown, '\u202e') || strings.ContainsRune(shown, '\u009b') {
+		t.Fatalf("escaped JSON still holds hidden characters: %q", shown)
+	}
+	var back map[string]string
+	if err := json.Unmarshal([]byte(shown), &back); err != nil {
+		t.Fatalf("escaped JSON %q does not decode: %v", shown, err)
+	}
+	if back["amount"] != in["amount"] || back["note"] != in["note"] {
+		t.Errorf("escaped JSON decodes to %q, want %q", back, in)
+	}
+}
+
+// TestWriter_SplitsAnywhere: whatever the writes' boundaries, a Writer
+// passes on what String makes of the whole, characters split between
+// writes included.
+func TestWriter_SplitsAnywhere(t *testing.T) {
+	whole := "a\u202eé世😀\x1b[1m\u009b\xff\U000e0041z\u200b\n"
+	want := String(whole)
+	rng := rand.New(rand.NewPCG(1, 2))
+	for round := range 500 {
+		var out bytes.Buffer
+		w := NewWriter(&out)
+		rest := []byte(whole)
+		for len(rest) > 0 {
+			n := 1 + rng.IntN(min(len(rest), 4))
+			if k, err := w.Write(rest[:n]); err != nil || k != n {
+				t.Fatalf("round %d: Write = %d, %v", round, k, err)
+			}
+			rest = rest[n:]
+		}
+		if err := w.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		if out.String() != want {
+			t.Fatalf("round %d: wrote %q, want %q", round, out.String(), want)
+		}
+	}
+	// A character never finished is escaped at Flush.
+	var out bytes.Buffer
+	w := NewWriter(&out)
+	w.Write([]byte("x\xe4\xb8"))
+	if out.String() != "x" {
+		t.Errorf("before Flush: %q, want the unfinished character held", out.String())
+	}
+	w.Flush()
+	if out.String() != `x\xe4\xb8` {
+		t.Errorf("after Flush: %q", out.String())
+	}
+}
