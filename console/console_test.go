@@ -12,6 +12,7 @@ import (
 	"github.com/arbiter-run/arbiter/console"
 	"github.com/arbiter-run/arbiter/events"
 	"github.com/arbiter-run/arbiter/fleet"
+	"github.com/arbiter-run/arbiter/internal/visible"
 	"github.com/arbiter-run/arbiter/projector"
 	"github.com/nats-io/nkeys"
 )
@@ -123,6 +124,31 @@ func TestConsole_HostileTextIsText(t *testing.T) {
 	_, list := get(t, c, e.srv.URL+"/approvals")
 	if strings.Contains(list, "<script>alert") || strings.Contains(list, "<img") {
 		t.Errorf("approvals page holds hostile markup unescaped:\n%s", list)
+	}
+}
+
+// TestConsole_ModelTextShowsAsWhatItIs: arguments holding a right-to-left
+// override (which a browser lays out reversed: "1000" shown for "0001"),
+// zero-width characters and a C1 control reach the decision page and the
+// approvals page escaped, visible for what they are, never as themselves;
+// the page still shows the approval's hash to grant.
+func TestConsole_ModelTextShowsAsWhatItIs(t *testing.T) {
+	e := newEnv(t, envConfig{})
+	a := e.pause(t, "run-a", `{"to":"ops","amount":"\u202e0001\u202c","note":"pay\u200b\u009b"}`)
+	c := e.client(t)
+	waitPending(t, e, c, "run-a")
+	for _, u := range []string{"/runs/run-a", "/approvals"} {
+		_, page := get(t, c, e.srv.URL+u)
+		if shown := visible.String(page); shown != page {
+			i := strings.IndexFunc(page, func(r rune) bool { return visible.String(string(r)) != string(r) })
+			t.Errorf("%s holds a character a browser acts on or hides, at byte %d: %q", u, i, page[max(i-20, 0):min(i+20, len(page))])
+		}
+	}
+	_, page := get(t, c, e.srv.URL+"/runs/run-a")
+	for _, want := range []string{`\u202e0001\u202c`, `pay\u200b\u009b`, a.Hash} {
+		if !strings.Contains(page, want) {
+			t.Errorf("decision page lacks %q", want)
+		}
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"html/template"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"github.com/arbiter-run/arbiter/approvals"
 	"github.com/arbiter-run/arbiter/client"
 	"github.com/arbiter-run/arbiter/events"
+	"github.com/arbiter-run/arbiter/internal/visible"
 	"github.com/arbiter-run/arbiter/projector"
 )
 
@@ -47,7 +49,11 @@ func (s *Server) render(w http.ResponseWriter, status int, name string, data any
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.WriteHeader(status)
-	_, _ = buf.WriteTo(w)
+	// The whole page, so no template or field can forget it: text the
+	// model or a tool chose shows as what it is, never as a bidirectional
+	// override or an invisible character that changes what the operator
+	// reads (internal/visible; the page's own markup is ASCII).
+	_, _ = io.WriteString(w, visible.String(buf.String()))
 }
 
 // fail answers err with the status it calls for, as text.
@@ -204,7 +210,11 @@ func (s *Server) handleApprovalsLive(w http.ResponseWriter, r *http.Request) {
 	var sent []byte
 	for {
 		list, _, changed, _ := s.pending.snapshot()
-		b, err := json.Marshal(list)
+		shown := make([]Pending, len(list))
+		for i, p := range list {
+			shown[i] = p.visible()
+		}
+		b, err := json.Marshal(shown)
 		if err != nil {
 			return
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/arbiter-run/arbiter/client"
 	"github.com/arbiter-run/arbiter/events"
 	"github.com/arbiter-run/arbiter/internal/jsinbox"
+	"github.com/arbiter-run/arbiter/internal/visible"
 	"github.com/arbiter-run/arbiter/projector"
 )
 
@@ -23,6 +24,15 @@ type Pending struct {
 	Reason   string             `json:"reason"`
 	Since    time.Time          `json:"since"`
 	Status   projector.Status   `json:"-"`
+}
+
+// visible is p with its text escaped for display (internal/visible): the
+// live list's script shows it with textContent, which would show a
+// bidirectional override or an invisible character as one, after the
+// JSON decoding that undoes any escape made in the JSON text itself.
+func (p Pending) visible() Pending {
+	p.Run, p.ID, p.Tool, p.Kind, p.Reason = visible.String(p.Run), visible.String(p.ID), visible.String(p.Tool), visible.String(p.Kind), visible.String(p.Reason)
+	return p
 }
 
 // pendingFeed follows every shard's approval and end events with batch
