@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"sync"
@@ -134,12 +135,23 @@ func compile(name string, f *File, ps positions) (*Policy, error) {
 	return p, nil
 }
 
+// maxLimit bounds max_per_run and max_per_hour: 2^53, from which on a
+// JSON or YAML number no longer holds every whole number exactly (the
+// written 2^53+1 reads as 2^53).
+const maxLimit = 1 << 53
+
 func compileRule(cp *compiledPolicy, rs RuleSpec, ptr string, fail func(string, error, string, ...any) error) (*compiledRule, error) {
 	r := &compiledRule{spec: rs, pol: cp, id: cp.spec.ID + "/" + rs.ID, glob: compileGlob(rs.Target.Pattern), perRun: -1, perHour: -1}
 	for k, v := range rs.Target.Attributes {
 		switch k {
 		case AttrMaxPerRun, AttrMaxPerHour:
-			n, _ := v.(float64) // the schema holds it to a non-negative integer
+			// The schema holds it to a non-negative whole number, but not
+			// to one a count can hold: 1e19 is whole, and converted it
+			// would be negative, which means no limit at all.
+			n, ok := v.(float64)
+			if !ok || n < 0 || n != math.Trunc(n) || n >= maxLimit {
+				return nil, fail(ptr+"/target/attributes/"+k, ErrInvalid, "rule %q: %s: %v is not a count under %d", r.id, k, v, int64(maxLimit))
+			}
 			if k == AttrMaxPerRun {
 				r.perRun = int64(n)
 			} else {

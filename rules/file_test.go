@@ -48,6 +48,8 @@ func TestLoad_Refusals(t *testing.T) {
 		{"bad code", strings.Replace(minimal, "action: deny", "action: deny\n        code: lower", 1), rules.ErrSchema, 8, 15, "/policies/0/rules/0/code"},
 		{"repeated policy id", minimal + strings.TrimPrefix(minimal, "version: 1\npolicies:\n"), rules.ErrInvalid, 10, 9, `policy id "p" repeated (first at 3:9)`},
 		{"repeated rule id", strings.Replace(minimal, "    enforcement", "      - id: r\n        action: allow\n        target: {type: tool, pattern: y}\n    enforcement", 1), rules.ErrInvalid, 9, 13, `rule id "r" repeated`},
+		{"limit past what a count holds", strings.Replace(minimal, `pattern: "x_*"}`, `pattern: "x_*", attributes: {max_per_run: 1e19}}`, 1), rules.ErrInvalid, 8, 72, "max_per_run: 1e+19 is not a count"},
+		{"hourly limit past what a count holds", strings.Replace(minimal, `pattern: "x_*"}`, `pattern: "x_*", attributes: {max_per_hour: 9007199254740993}}`, 1), rules.ErrInvalid, 8, 73, "max_per_hour"},
 		{"fleet window without an hour", strings.Replace(minimal, `pattern: "x_*"}`, `pattern: "x_*", attributes: {max_per_run: 5, per: fleet}}`, 1), rules.ErrInvalid, 8, 80, "per: fleet needs max_per_hour"},
 		{"condition does not parse", strings.Replace(minimal, "action: deny", "action: deny\n        condition: \"args.amount >\"", 1), rules.ErrCondition, 8, 20, "args.amount >"},
 		{"condition names an unknown variable", strings.Replace(minimal, "action: deny", "action: deny\n        condition: \"amount > 5\"", 1), rules.ErrCondition, 8, 20, "undeclared reference to 'amount'"},
