@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"runtime/debug"
 	"sort"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/arbiter-run/arbiter/driver"
 	"github.com/arbiter-run/arbiter/events"
+	"github.com/arbiter-run/arbiter/internal/jsinbox"
 	"github.com/arbiter-run/arbiter/internal/stack"
 	"github.com/arbiter-run/arbiter/projector"
 	"github.com/nats-io/nats.go/jetstream"
@@ -129,7 +131,10 @@ const nudgeCreated = "created"
 // flight finish its current transition (at most Grace), gives those runs
 // back to the queue, and returns.
 func (w *Worker) Run(ctx context.Context) error {
-	cons, err := w.q.js.Consumer(ctx, w.q.cfg.WorkStream, w.q.cfg.Consumer)
+	if _, err := w.q.js.Consumer(ctx, w.q.cfg.WorkStream, w.q.cfg.Consumer); err != nil {
+		return fmt.Errorf("worker: %w", err)
+	}
+	inbox, err := jsinbox.For(w.q.js.Conn())
 	if err != nil {
 		return fmt.Errorf("worker: %w", err)
 	}
@@ -150,7 +155,11 @@ func (w *Worker) Run(ctx context.Context) error {
 			}
 			continue
 		}
-		batch, err := cons.Fetch(free, jetstream.FetchMaxWait(time.Second))
+		// Pulled with jsinbox, not the client's Fetch: a nudge is a
+		// delivery by its ack subject, never taken for a status of the
+		// server's by its headers (see jsinbox.Pull), so no one who may
+		// nudge can stop a fetch, or the queue behind it.
+		batch, err := inbox.Pull(ctx, jsinbox.APIPrefix(w.q.js), w.q.cfg.WorkStream, w.q.cfg.Consumer, free, time.Second)
 		if err != nil {
 			if ctx.Err() != nil {
 				break
@@ -159,7 +168,15 @@ func (w *Worker) Run(ctx context.Context) error {
 			sleep(ctx, 500*time.Millisecond)
 			continue
 		}
-		for msg := range batch.Messages() {
+		for {
+			m, err := batch.Next(ctx)
+			if err != nil {
+				if !errors.Is(err, io.EOF) && ctx.Err() == nil {
+					w.log.Warn("fetch work", "err", err)
+				}
+				break
+			}
+			msg := m
 			slots <- struct{}{}
 			wg.Add(1)
 			go func() {
@@ -171,9 +188,6 @@ func (w *Worker) Run(ctx context.Context) error {
 				stack.Grow()
 				w.handle(hard, msg, stop)
 			}()
-		}
-		if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) && ctx.Err() == nil {
-			w.log.Warn("fetch work", "err", err)
 		}
 	}
 	close(stop)
@@ -197,7 +211,7 @@ func sleep(ctx context.Context, d time.Duration) {
 }
 
 // handle drives the run a nudge names, and settles the nudge.
-func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, stop <-chan struct{}) {
+func (w *Worker) handle(ctx context.Context, msg nudge, stop <-chan struct{}) {
 	subject := strings.TrimPrefix(msg.Subject(), w.q.cfg.WorkPrefix+".")
 	run, timer, _ := strings.Cut(subject, ".")
 	if !w.claim(run) {
@@ -358,7 +372,7 @@ func (w *Worker) afterAck(ctx context.Context, r *driver.Run) {
 // noAgentAfter times, so a worker starting up has had time to say what it
 // offers), the run is failed with the reason recorded. It reports whether
 // it settled the nudge.
-func (w *Worker) noAgent(ctx context.Context, r *driver.Run, msg jetstream.Msg) bool {
+func (w *Worker) noAgent(ctx context.Context, r *driver.Run, msg nudge) bool {
 	v := r.View()
 	offered, err := w.q.Offered(ctx, v.Run.Agent)
 	if err != nil || offered || delivered(msg) < noAgentAfter {
@@ -385,7 +399,7 @@ const noAgentAfter = 3
 // expiryDue handles an expiry timer: when its approval is not yet due it is
 // put back for the time left; when the run no longer waits it is dropped.
 // It reports whether the run should be driven now.
-func (w *Worker) expiryDue(r *driver.Run, msg jetstream.Msg) bool {
+func (w *Worker) expiryDue(r *driver.Run, msg nudge) bool {
 	v := r.View()
 	a := v.PendingApproval()
 	if v.Run.Status != projector.Waiting || a == nil || a.ExpiresAt == nil || a.State != projector.Pending {
@@ -506,13 +520,13 @@ const giveUpAfter = 5
 // for every run. The id is the publisher's to choose, and a nudge that
 // claims it wrongly costs only the snapshot's shortcut: the run is read
 // from its events, as it is without snapshots, and never wrongly.
-func created(msg jetstream.Msg) bool {
+func created(msg nudge) bool {
 	return strings.HasSuffix(msg.Headers().Get(jetstream.MsgIDHeader), "/"+nudgeCreated) && delivered(msg) == 1
 }
 
-func delivered(msg jetstream.Msg) uint64 {
-	if md, err := msg.Metadata(); err == nil && md.NumDelivered > 0 {
-		return md.NumDelivered
+func delivered(msg nudge) uint64 {
+	if n := msg.NumDelivered(); n > 0 {
+		return n
 	}
 	return 1
 }
@@ -538,3 +552,6 @@ func (w *Worker) release(run string) {
 func (q *Queue) timer(ctx context.Context, run, approval string) error {
 	return q.publishOnce(ctx, q.cfg.WorkPrefix+"."+run+".expiry", run+"/expiry/"+approval)
 }
+
+// nudge is a work message as the worker settles it.
+type nudge = *jsinbox.Delivery

@@ -3,6 +3,7 @@ package fleet_test
 import (
 	"context"
 	"fmt"
+	"github.com/nats-io/nats.go"
 	"testing"
 	"time"
 
@@ -101,6 +102,49 @@ func TestWorker_FleetDrivesEveryRunToTheEnd(t *testing.T) {
 	}
 	if got := read.Count(); got != 2*runs {
 		t.Errorf("read executed %d times, want %d", got, 2*runs)
+	}
+	if got := done.Count(); got != runs {
+		t.Errorf("done executed %d times, want %d", got, runs)
+	}
+}
+
+// TestWorker_NudgeClaimingAServerStatusIsANudge: whoever may nudge (the
+// operator user, any worker) can store an empty nudge whose headers claim
+// a status of the server's: "409 Consumer Deleted", a 408, a 404, a 100.
+// The JetStream client's fetch took such a delivery for the status, ended
+// the fetch there and never acknowledged it; redelivered without limit,
+// it stopped the queue behind it. Stored ahead of ten runs' own nudges
+// (on their subjects, where a run's real nudge is then "already nudged",
+// and on others), they are deliveries like any nudge: every run is driven
+// to its end.
+func TestWorker_NudgeClaimingAServerStatusIsANudge(t *testing.T) {
+	e := newEnv(t, fleet.Config{})
+	done := testkit.NewLedger("done", events.ReadOnly, testkit.AnyObject).Terminal()
+	d := e.driver(t, done)
+	ctx := context.Background()
+	statuses := []nats.Header{
+		{"Status": {"409"}, "Description": {"Consumer Deleted"}},
+		{"Status": {"408"}, "Description": {"Request Timeout"}},
+		{"Status": {"404"}, "Description": {"No Messages"}},
+		{"Status": {"100"}, "Description": {"Idle Heartbeat"}},
+	}
+	const runs = 10
+	for i := range runs {
+		for _, subj := range []string{fmt.Sprintf("run%d", i), fmt.Sprintf("nobody%d", i)} {
+			m := &nats.Msg{Subject: e.q.Config().WorkPrefix + "." + subj, Header: statuses[i%len(statuses)]}
+			if _, err := e.js.JS.PublishMsg(ctx, m); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for i := range runs {
+		if err := e.q.Start(ctx, d, fmt.Sprintf("run%d", i), "s", nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.startWorkers(t, 1, d, map[string]driver.Agent{"s": scripted.Agent{Decisions: []driver.Action{scripted.Call("done", `{}`)}}})
+	for i := range runs {
+		waitStatus(t, d, fmt.Sprintf("run%d", i), projector.Completed)
 	}
 	if got := done.Count(); got != runs {
 		t.Errorf("done executed %d times, want %d", got, runs)

@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"slices"
 	"time"
 
 	"github.com/arbiter-run/arbiter/events"
+	"github.com/arbiter-run/arbiter/internal/jsinbox"
 	"github.com/arbiter-run/arbiter/internal/layout"
 	"github.com/arbiter-run/arbiter/projector"
 	"github.com/nats-io/nats.go"
@@ -129,6 +131,10 @@ func (n *Notifier) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	errc := make(chan error, log.Config().Shards)
+	inbox, err := jsinbox.For(log.JetStream().Conn())
+	if err != nil {
+		return fmt.Errorf("notify: %w", err)
+	}
 	for k := range log.Config().Shards {
 		stream := log.StreamName(k)
 		cc := ConsumerConfig(log, k, n.cfg.Durable)
@@ -150,7 +156,7 @@ func (n *Notifier) Run(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("notify: consumer %s on %s (arbiter setup makes it): %w", cc.Durable, stream, err)
 		}
-		go func() { errc <- n.follow(ctx, cons, stream) }()
+		go func() { errc <- n.follow(ctx, inbox, stream, cc.Durable) }()
 	}
 	var first error
 	for range log.Config().Shards {
@@ -170,16 +176,27 @@ func filters(c jetstream.ConsumerConfig) []string {
 	return c.FilterSubjects
 }
 
-func (n *Notifier) follow(ctx context.Context, cons jetstream.Consumer, stream string) error {
+// follow takes the approval requests of stream's consumer one at a time.
+// It pulls with jsinbox, not the client's Next: a message is a delivery
+// by its ack subject, never taken for a status of the server's by its
+// headers, so a stored message claiming "409 Consumer Deleted" is an
+// approval event to judge (and refuse), not the end of this notifier.
+func (n *Notifier) follow(ctx context.Context, inbox *jsinbox.Inbox, stream, consumer string) error {
+	prefix := jsinbox.APIPrefix(n.cfg.Log.JetStream())
 	for {
-		m, err := cons.Next(jetstream.FetchMaxWait(time.Second))
+		var m *jsinbox.Delivery
+		pull, err := inbox.Pull(ctx, prefix, stream, consumer, 1, time.Second)
+		if err == nil {
+			m, err = pull.Next(ctx)
+			pull.Close()
+		}
 		switch {
 		case ctx.Err() != nil:
 			if m != nil {
 				_ = m.Nak()
 			}
 			return nil
-		case errors.Is(err, nats.ErrTimeout) || errors.Is(err, jetstream.ErrNoMessages):
+		case errors.Is(err, io.EOF) || errors.Is(err, nats.ErrTimeout):
 			continue
 		case errors.Is(err, nats.ErrNoResponders):
 			// JetStream did not answer this pull (it is busy, or
@@ -213,7 +230,7 @@ func (n *Notifier) follow(ctx context.Context, cons jetstream.Consumer, stream s
 // handle sends the notice of one approval request (a step's or a model
 // budget's), unless its approval no longer waits (it was decided or expired before this
 // notifier got to it, or the notifier started after).
-func (n *Notifier) handle(ctx context.Context, m jetstream.Msg) error {
+func (n *Notifier) handle(ctx context.Context, m *jsinbox.Delivery) error {
 	e, err := events.Decode(m.Data())
 	if err == nil {
 		err = n.cfg.Log.CheckStored(m.Subject(), m.Headers(), e)
@@ -275,7 +292,7 @@ func requested(e events.Event) (string, error) {
 
 // deliver posts notice to ep, retrying with a doubling wait, and tells the
 // server the message is still in hand between attempts.
-func (n *Notifier) deliver(ctx context.Context, m jetstream.Msg, ep Endpoint, notice Notice) error {
+func (n *Notifier) deliver(ctx context.Context, m *jsinbox.Delivery, ep Endpoint, notice Notice) error {
 	data, err := body(ep, notice)
 	if err != nil {
 		return err

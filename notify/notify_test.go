@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/nats-io/nats.go"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -407,6 +408,43 @@ func TestNotifier_GarbageOnTheBudgetSubjectIsPassedOver(t *testing.T) {
 	mu.Unlock()
 	if len(got) != 2 || !strings.Contains(got[0], "junk") || !strings.Contains(got[1], "unfounded") {
 		t.Errorf("reported %q, want the junk message and the run that does not fold", got)
+	}
+	rcv.mu.Lock()
+	defer rcv.mu.Unlock()
+	if len(rcv.got) != 1 {
+		t.Errorf("notices %v, want only %s", rcv.got, real)
+	}
+}
+
+// TestNotifier_MessageClaimingAServerStatusIsPassedOver: an empty message
+// stored on an approval subject whose headers claim the server's "409
+// Consumer Deleted" (the worker user may store it; any user can have the
+// server relay it there) was taken by the JetStream client for that
+// status, and the notifier stopped. It is a message like any other: it
+// is reported, no notice is sent for it, and the next real request is
+// noticed.
+func TestNotifier_MessageClaimingAServerStatusIsPassedOver(t *testing.T) {
+	w := newWorld(t)
+	rcv := newReceiver(t, secret, 0)
+	var mu sync.Mutex
+	var reported []string
+	start(t, notify.Config{Log: w.log, Endpoints: []notify.Endpoint{{Name: "hook", URL: rcv.srv.URL, Format: notify.JSON, Secret: secret}}, Backoff: 10 * time.Millisecond,
+		Report: func(err error) { mu.Lock(); reported = append(reported, err.Error()); mu.Unlock() }})
+	for _, h := range []nats.Header{
+		{"Status": {"409"}, "Description": {"Consumer Deleted"}},
+		{"Status": {"400"}, "Description": {"Bad Request"}},
+	} {
+		if _, err := w.log.JetStream().PublishMsg(t.Context(), &nats.Msg{Subject: w.log.Subject("claims", events.ApprovalRequested), Header: h}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	real := w.pause(t, "run-real", "after the claims")
+	rcv.wait(t, real)
+	mu.Lock()
+	got := slices.Clone(reported)
+	mu.Unlock()
+	if len(got) != 2 || !strings.Contains(got[0], "claims") || !strings.Contains(got[1], "claims") {
+		t.Errorf("reported %q, want the two claiming messages", got)
 	}
 	rcv.mu.Lock()
 	defer rcv.mu.Unlock()

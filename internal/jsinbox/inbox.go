@@ -112,6 +112,9 @@ func (b *Inbox) forget(tok string) {
 // made room for (the server sends at most what was asked): the
 // subscription never blocks.
 func (b *Inbox) route(m *nats.Msg) {
+	if len(m.Subject) <= len(b.base) || m.Subject[:len(b.base)] != b.base {
+		return // not a reply to a token: a delivery keeps its stream subject
+	}
 	tok := m.Subject[len(b.base):]
 	b.mu.Lock()
 	w, ok := b.wait[tok]
