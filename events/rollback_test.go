@@ -1,6 +1,7 @@
 package events_test
 
 import (
+	"context"
 	"errors"
 	"testing"
 
@@ -18,14 +19,7 @@ func TestRead_RollbackByUnfencedCopyIsBroken(t *testing.T) {
 	ctx := ctxT(t)
 	env := testkit.JetStream(t)
 	l := env.Log(t, events.Config{})
-	tails := []events.Tail{startRun(t, ctx, l, "r")}
-	for i := 1; i <= 4; i++ {
-		nt, err := l.Append(ctx, tails[len(tails)-1], mustEvent(t, "r", events.StepDecided, events.StepDecidedBody{Step: i}))
-		if err != nil {
-			t.Fatal(err)
-		}
-		tails = append(tails, nt)
-	}
+	tails := fiveEvents(t, ctx, l, "r")
 	recs, _, err := l.Read(ctx, "r")
 	if err != nil {
 		t.Fatal(err)
@@ -109,4 +103,19 @@ func TestRead_TailOnAnotherKindsSubjectIsBroken(t *testing.T) {
 			t.Errorf("since %s: got %v, want ErrBrokenChain", name, err)
 		}
 	}
+}
+
+// fiveEvents appends run's creation and four decisions to l, and returns
+// the run's tail after each (tails[i] is the tail at position i+1).
+func fiveEvents(t *testing.T, ctx context.Context, l *events.Log, run string) []events.Tail {
+	t.Helper()
+	tails := []events.Tail{startRun(t, ctx, l, run)}
+	for i := 1; i <= 4; i++ {
+		nt, err := l.Append(ctx, tails[len(tails)-1], mustEvent(t, run, events.StepDecided, events.StepDecidedBody{Step: i}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tails = append(tails, nt)
+	}
+	return tails
 }

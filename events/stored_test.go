@@ -90,14 +90,7 @@ func TestRead_BelievesOnlyWhatTheServerStored(t *testing.T) {
 				ctx := ctxT(t)
 				env := testkit.JetStream(t)
 				l := env.Log(t, events.Config{})
-				tails := []events.Tail{startRun(t, ctx, l, "r")}
-				for i := 1; i <= 4; i++ {
-					nt, err := l.Append(ctx, tails[len(tails)-1], mustEvent(t, "r", events.StepDecided, events.StepDecidedBody{Step: i}))
-					if err != nil {
-						t.Fatal(err)
-					}
-					tails = append(tails, nt)
-				}
+				tails := fiveEvents(t, ctx, l, "r")
 				recs, _, err := l.Read(ctx, "r")
 				if err != nil || len(recs) != 5 {
 					t.Fatalf("read before: %d events, %v", len(recs), err)

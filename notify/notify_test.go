@@ -370,11 +370,7 @@ func TestNotifier_UpdatesAnOlderConsumer(t *testing.T) {
 // is sent for it, and the next real request is noticed.
 func TestNotifier_GarbageOnTheBudgetSubjectIsPassedOver(t *testing.T) {
 	w := newWorld(t)
-	rcv := newReceiver(t, secret, 0)
-	var mu sync.Mutex
-	var reported []string
-	start(t, notify.Config{Log: w.log, Endpoints: []notify.Endpoint{{Name: "hook", URL: rcv.srv.URL, Format: notify.JSON, Secret: secret}}, Backoff: 10 * time.Millisecond,
-		Report: func(err error) { mu.Lock(); reported = append(reported, err.Error()); mu.Unlock() }})
+	rcv, reported := reportingNotifier(t, w)
 	if _, err := w.log.JetStream().Publish(t.Context(), w.log.Subject("junk", events.ApprovalBudget), []byte("not an event")); err != nil {
 		t.Fatal(err)
 	}
@@ -403,16 +399,35 @@ func TestNotifier_GarbageOnTheBudgetSubjectIsPassedOver(t *testing.T) {
 	}
 	real := w.budgetPause(t, "run-real")
 	rcv.wait(t, real)
-	mu.Lock()
-	got := slices.Clone(reported)
-	mu.Unlock()
-	if len(got) != 2 || !strings.Contains(got[0], "junk") || !strings.Contains(got[1], "unfounded") {
+	if got := reported(); len(got) != 2 || !strings.Contains(got[0], "junk") || !strings.Contains(got[1], "unfounded") {
 		t.Errorf("reported %q, want the junk message and the run that does not fold", got)
 	}
-	rcv.mu.Lock()
-	defer rcv.mu.Unlock()
-	if len(rcv.got) != 1 {
-		t.Errorf("notices %v, want only %s", rcv.got, real)
+	rcv.onlyNoticed(t, real)
+}
+
+// reportingNotifier starts a notifier on w's log sending JSON notices to
+// a new receiver, and returns the receiver and what it has reported.
+func reportingNotifier(t *testing.T, w *world) (*receiver, func() []string) {
+	t.Helper()
+	rcv := newReceiver(t, secret, 0)
+	var mu sync.Mutex
+	var reported []string
+	start(t, notify.Config{Log: w.log, Endpoints: []notify.Endpoint{{Name: "hook", URL: rcv.srv.URL, Format: notify.JSON, Secret: secret}}, Backoff: 10 * time.Millisecond,
+		Report: func(err error) { mu.Lock(); reported = append(reported, err.Error()); mu.Unlock() }})
+	return rcv, func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(reported)
+	}
+}
+
+// onlyNoticed fails the test unless the one notice r got is approval's.
+func (r *receiver) onlyNoticed(t *testing.T, approval string) {
+	t.Helper()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.got) != 1 {
+		t.Errorf("notices %v, want only %s", r.got, approval)
 	}
 }
 
@@ -425,11 +440,7 @@ func TestNotifier_GarbageOnTheBudgetSubjectIsPassedOver(t *testing.T) {
 // noticed.
 func TestNotifier_MessageClaimingAServerStatusIsPassedOver(t *testing.T) {
 	w := newWorld(t)
-	rcv := newReceiver(t, secret, 0)
-	var mu sync.Mutex
-	var reported []string
-	start(t, notify.Config{Log: w.log, Endpoints: []notify.Endpoint{{Name: "hook", URL: rcv.srv.URL, Format: notify.JSON, Secret: secret}}, Backoff: 10 * time.Millisecond,
-		Report: func(err error) { mu.Lock(); reported = append(reported, err.Error()); mu.Unlock() }})
+	rcv, reported := reportingNotifier(t, w)
 	for _, h := range []nats.Header{
 		{"Status": {"409"}, "Description": {"Consumer Deleted"}},
 		{"Status": {"400"}, "Description": {"Bad Request"}},
@@ -440,15 +451,8 @@ func TestNotifier_MessageClaimingAServerStatusIsPassedOver(t *testing.T) {
 	}
 	real := w.pause(t, "run-real", "after the claims")
 	rcv.wait(t, real)
-	mu.Lock()
-	got := slices.Clone(reported)
-	mu.Unlock()
-	if len(got) != 2 || !strings.Contains(got[0], "claims") || !strings.Contains(got[1], "claims") {
+	if got := reported(); len(got) != 2 || !strings.Contains(got[0], "claims") || !strings.Contains(got[1], "claims") {
 		t.Errorf("reported %q, want the two claiming messages", got)
 	}
-	rcv.mu.Lock()
-	defer rcv.mu.Unlock()
-	if len(rcv.got) != 1 {
-		t.Errorf("notices %v, want only %s", rcv.got, real)
-	}
+	rcv.onlyNoticed(t, real)
 }

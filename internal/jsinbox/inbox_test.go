@@ -48,6 +48,20 @@ func ctxT(t *testing.T) context.Context {
 	return ctx
 }
 
+// served is a server with stream S (see stream), a connection to it, its
+// JetStream context and the connection's inbox.
+func served(t *testing.T) (*nats.Conn, context.Context, jetstream.JetStream, *Inbox) {
+	t.Helper()
+	nc, js := serve(t)
+	ctx := ctxT(t)
+	stream(t, ctx, js)
+	b, err := For(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return nc, ctx, js, b
+}
+
 // stream makes a stream S on "s.>" that allows direct gets.
 func stream(t *testing.T, ctx context.Context, js jetstream.JetStream) {
 	t.Helper()
@@ -59,13 +73,7 @@ func stream(t *testing.T, ctx context.Context, js jetstream.JetStream) {
 // TestInbox_GoesWithItsConnection: a connection's inbox is dropped when the
 // connection closes, and its waiters are told.
 func TestInbox_GoesWithItsConnection(t *testing.T) {
-	nc, js := serve(t)
-	ctx := ctxT(t)
-	stream(t, ctx, js)
-	b, err := For(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	nc, ctx, js, b := served(t)
 	if again, err := For(nc); err != nil || again != b {
 		t.Fatalf("second For: %p, %v; want the same inbox %p", again, err, b)
 	}
@@ -97,13 +105,7 @@ func TestInbox_GoesWithItsConnection(t *testing.T) {
 // sequence, and a publish no stream takes is ErrNoStreamResponse after
 // its retries.
 func TestAck_Wait(t *testing.T) {
-	nc, js := serve(t)
-	ctx := ctxT(t)
-	stream(t, ctx, js)
-	b, err := For(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, ctx, _, b := served(t)
 	for i, want := range []struct {
 		seq uint64
 		dup bool

@@ -41,13 +41,7 @@ var forgeries = []struct {
 // is not used): that check makes the test fail if a server or client
 // version stops serving the stored headers first.
 func TestStored_ServerHeadersOnly(t *testing.T) {
-	nc, js := serve(t)
-	ctx := ctxT(t)
-	stream(t, ctx, js)
-	b, err := For(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, ctx, js, b := served(t)
 	s, err := js.Stream(ctx, "S")
 	if err != nil {
 		t.Fatal(err)
