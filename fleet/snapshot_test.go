@@ -263,9 +263,21 @@ func TestWorker_NewRunLooksUpNoSnapshot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	info, err := cons.Info(t.Context())
-	if err != nil {
-		t.Fatal(err)
+	// The run's earlier nudge must be settled first: the second worker may
+	// have handed it back when it stopped, and while the queue holds a
+	// nudge for the run it discards another (one a run), so the forged
+	// one would never be stored.
+	var info *jetstream.ConsumerInfo
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if info, err = cons.Info(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if info.NumAckPending == 0 && info.NumPending == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the run's earlier nudge was not settled: %+v", info)
+		}
 	}
 	taken := info.Delivered.Consumer
 	forged := nats.NewMsg(e.q.Config().WorkPrefix + ".fresh")

@@ -169,7 +169,12 @@ func (w *Worker) Run(ctx context.Context) error {
 			continue
 		}
 		for {
-			m, err := batch.Next(ctx)
+			// Read to the pull's end even once ctx is done (at most its
+			// one second): the server may still deliver to it, and a
+			// delivery nobody reads waits out its ack wait before anyone
+			// else gets it. What comes is handled as a fetch's messages
+			// always were (handle sees stop).
+			m, err := batch.Next(hard)
 			if err != nil {
 				if !errors.Is(err, io.EOF) && ctx.Err() == nil {
 					w.log.Warn("fetch work", "err", err)

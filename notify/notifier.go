@@ -187,7 +187,10 @@ func (n *Notifier) follow(ctx context.Context, inbox *jsinbox.Inbox, stream, con
 		var m *jsinbox.Delivery
 		pull, err := inbox.Pull(ctx, prefix, stream, consumer, 1, time.Second)
 		if err == nil {
-			m, err = pull.Next(ctx)
+			// To the pull's end even once ctx is done (at most a second):
+			// a delivery nobody reads would wait out its ack wait; one
+			// that comes after ctx is done is handed back below.
+			m, err = pull.Next(context.WithoutCancel(ctx))
 			pull.Close()
 		}
 		switch {
