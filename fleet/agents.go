@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/arbiter-run/arbiter/events"
+	"github.com/arbiter-run/arbiter/internal/jsinbox"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -82,8 +83,14 @@ func (q *Queue) Offered(ctx context.Context, agent string) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("agents registry %s: %w", q.cfg.AgentsBucket, err)
 	}
+	inbox, err := jsinbox.For(q.js.Conn())
+	if err != nil {
+		return false, fmt.Errorf("agents registry %s: %w", q.cfg.AgentsBucket, err)
+	}
 	for _, name := range []string{agent, anyAgent} {
-		_, err := s.GetLastMsgForSubject(ctx, "$KV."+q.cfg.AgentsBucket+"."+hex.EncodeToString([]byte(name))+".*")
+		// jsinbox, not the client's direct get: a stored entry whose own
+		// headers claim "404" would otherwise hide a live offer.
+		_, err := inbox.GetLast(ctx, jsinbox.APIPrefix(q.js), s.CachedInfo().Config.Name, "$KV."+q.cfg.AgentsBucket+"."+hex.EncodeToString([]byte(name))+".*")
 		switch {
 		case err == nil:
 			return true, nil

@@ -12,6 +12,7 @@ import (
 
 	"github.com/arbiter-run/arbiter/driver"
 	"github.com/arbiter-run/arbiter/events"
+	"github.com/arbiter-run/arbiter/internal/jsinbox"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -106,6 +107,12 @@ func (q *Queue) offers(ctx context.Context, name string) ([]RunDefaults, bool, e
 	if err != nil {
 		return nil, false, fmt.Errorf("agents registry %s: %w", q.cfg.AgentsBucket, err)
 	}
+	// Entries are read with jsinbox, whose subject, sequence and statuses
+	// are the server's (see jsinbox.ErrForgedHeader).
+	inbox, err := jsinbox.For(q.js.Conn())
+	if err != nil {
+		return nil, false, fmt.Errorf("agents registry %s: %w", q.cfg.AgentsBucket, err)
+	}
 	filter := "$KV." + q.cfg.AgentsBucket + "." + hex.EncodeToString([]byte(name)) + ".*"
 	info, err := s.Info(ctx, jetstream.WithSubjectFilter(filter))
 	if err != nil {
@@ -119,7 +126,7 @@ func (q *Queue) offers(ctx context.Context, name string) ([]RunDefaults, bool, e
 	var out []RunDefaults
 	found := false
 	for _, subj := range subjects {
-		m, err := s.GetLastMsgForSubject(ctx, subj)
+		m, err := inbox.GetLast(ctx, jsinbox.APIPrefix(q.js), s.CachedInfo().Config.Name, subj)
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
 			continue // expired since the info
 		}

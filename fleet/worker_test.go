@@ -2,8 +2,10 @@ package fleet_test
 
 import (
 	"context"
+	"encoding/hex"
 	"fmt"
 	"github.com/nats-io/nats.go"
+	"strings"
 	"testing"
 	"time"
 
@@ -148,5 +150,32 @@ func TestWorker_NudgeClaimingAServerStatusIsANudge(t *testing.T) {
 	}
 	if got := done.Count(); got != runs {
 		t.Errorf("done executed %d times, want %d", got, runs)
+	}
+}
+
+// TestQueue_OfferedReadsTheServersWord: whether an agent is offered is
+// read from the registry with the server's headers only. An entry stored
+// after a worker's live offer, empty, whose own headers claim "404", was
+// taken by the client's direct get for "no entry", and the agent seemed
+// offered by nobody (start refused the run as having no worker); now the
+// registry read fails and says why.
+func TestQueue_OfferedReadsTheServersWord(t *testing.T) {
+	e := newEnv(t, fleet.Config{})
+	d := e.driver(t, testkit.NewLedger("done", events.ReadOnly, testkit.AnyObject).Terminal())
+	e.startWorkers(t, 1, d, map[string]driver.Agent{"s": scripted.Agent{}})
+	ctx := context.Background()
+	deadline := time.Now().Add(10 * time.Second)
+	for ok, _ := e.q.Offered(ctx, "s"); !ok; ok, _ = e.q.Offered(ctx, "s") {
+		if time.Now().After(deadline) {
+			t.Fatal("the worker's offer of s never showed")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	subj := "$KV." + e.q.Config().AgentsBucket + "." + hex.EncodeToString([]byte("s")) + ".zz-forged"
+	if _, err := e.js.JS.PublishMsg(ctx, &nats.Msg{Subject: subj, Header: nats.Header{"Status": {"404"}, "Description": {"Message Not Found"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := e.q.Offered(ctx, "s"); ok || err == nil || !strings.Contains(err.Error(), "header only the server sets") {
+		t.Errorf("Offered after an entry claiming 404: %v, %v; want an error naming the forged header", ok, err)
 	}
 }
