@@ -79,10 +79,6 @@ func (q *Queue) offer(ctx context.Context, worker string, agents []offerValue) e
 // a default agent that drives any run. It reads the registry with direct
 // gets only (no consumer), as any client may.
 func (q *Queue) Offered(ctx context.Context, agent string) (bool, error) {
-	s, err := q.js.Stream(ctx, "KV_"+q.cfg.AgentsBucket)
-	if err != nil {
-		return false, fmt.Errorf("agents registry %s: %w", q.cfg.AgentsBucket, err)
-	}
 	inbox, err := jsinbox.For(q.js.Conn())
 	if err != nil {
 		return false, fmt.Errorf("agents registry %s: %w", q.cfg.AgentsBucket, err)
@@ -90,7 +86,7 @@ func (q *Queue) Offered(ctx context.Context, agent string) (bool, error) {
 	for _, name := range []string{agent, anyAgent} {
 		// jsinbox, not the client's direct get: a stored entry whose own
 		// headers claim "404" would otherwise hide a live offer.
-		_, err := inbox.GetLast(ctx, jsinbox.APIPrefix(q.js), s.CachedInfo().Config.Name, "$KV."+q.cfg.AgentsBucket+"."+hex.EncodeToString([]byte(name))+".*")
+		_, err := inbox.GetLast(ctx, jsinbox.APIPrefix(q.js), "KV_"+q.cfg.AgentsBucket, "$KV."+q.cfg.AgentsBucket+"."+hex.EncodeToString([]byte(name))+".*")
 		switch {
 		case err == nil:
 			return true, nil

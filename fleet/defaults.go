@@ -126,7 +126,7 @@ func (q *Queue) offers(ctx context.Context, name string) ([]RunDefaults, bool, e
 	var out []RunDefaults
 	found := false
 	for _, subj := range subjects {
-		m, err := inbox.GetLast(ctx, jsinbox.APIPrefix(q.js), s.CachedInfo().Config.Name, subj)
+		m, err := inbox.GetLast(ctx, jsinbox.APIPrefix(q.js), "KV_"+q.cfg.AgentsBucket, subj)
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
 			continue // expired since the info
 		}

@@ -174,14 +174,13 @@ func (w *Worker) Run(ctx context.Context) error {
 			// delivery nobody reads waits out its ack wait before anyone
 			// else gets it. What comes is handled as a fetch's messages
 			// always were (handle sees stop).
-			m, err := batch.Next(hard)
+			msg, err := batch.Next(hard)
 			if err != nil {
 				if !errors.Is(err, io.EOF) && ctx.Err() == nil {
 					w.log.Warn("fetch work", "err", err)
 				}
 				break
 			}
-			msg := m
 			slots <- struct{}{}
 			wg.Add(1)
 			go func() {

@@ -94,12 +94,8 @@ func (b *Inbox) GetBatchPending(ctx context.Context, apiPrefix, stream string, s
 					return out, pending, nil
 				case "404": // nothing (more) to read
 					return out, 0, nil
-				case "503":
-					return nil, 0, jetstream.ErrNoStreamResponse
-				case "":
-					return nil, 0, fmt.Errorf("batch get from %s: a reply that is neither a stored message nor a status (headers %v)", stream, m.Header)
 				default:
-					return nil, 0, fmt.Errorf("batch get from %s: status %s %s", stream, status, m.Header.Get(descriptionHeader))
+					return nil, 0, statusError("batch get from "+stream, m)
 				}
 			}
 			// A stored message with headers of the server's own comes with

@@ -109,6 +109,20 @@ func stored(m *nats.Msg, batch bool) (raw *jetstream.RawStreamMsg, forged string
 	return raw, forged, nil
 }
 
+// statusError is the error of a direct get's status reply (see
+// [isStatus]) other than those its reader takes as an answer: where names
+// the request.
+func statusError(where string, m *nats.Msg) error {
+	switch status := m.Header.Get(statusHeader); status {
+	case "503":
+		return jetstream.ErrNoStreamResponse
+	case "":
+		return fmt.Errorf("%s: a reply that is neither a stored message nor a status (headers %v)", where, m.Header)
+	default:
+		return fmt.Errorf("%s: status %s %s", where, status, m.Header.Get(descriptionHeader))
+	}
+}
+
 // GetLast reads the last message of stream whose subject matches subject
 // (wildcards allowed), with a direct get on the inbox's connection:
 // [jetstream.ErrMsgNotFound] when there is none. Its subject and sequence
@@ -157,16 +171,10 @@ func (b *Inbox) getOne(ctx context.Context, subject string, req []byte) (*jetstr
 			}
 			return raw, nil
 		}
-		switch status := m.Header.Get(statusHeader); status {
-		case "404":
+		if m.Header.Get(statusHeader) == "404" {
 			return nil, jetstream.ErrMsgNotFound
-		case "503":
-			return nil, jetstream.ErrNoStreamResponse
-		case "":
-			return nil, fmt.Errorf("direct get on %s: a reply that is neither a stored message nor a status (headers %v)", subject, m.Header)
-		default:
-			return nil, fmt.Errorf("direct get on %s: status %s %s", subject, status, m.Header.Get(descriptionHeader))
 		}
+		return nil, statusError("direct get on "+subject, m)
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	case <-expire:
