@@ -127,19 +127,7 @@ func TestPermissions_WorkerRunsTheFleet(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			w, err := fleet.NewWorker(fleet.WorkerConfig{Driver: d, Queue: e.q, Snapshots: e.snaps, Agents: map[string]driver.Agent{"": e.agent()}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			wctx, stop := context.WithCancel(ctx)
-			done := make(chan error, 1)
-			go func() { done <- w.Run(wctx) }()
-			defer func() {
-				stop()
-				if err := <-done; err != nil {
-					t.Errorf("worker: %v", err)
-				}
-			}()
+			e.runWorker(t, d)
 			run := "run-fleet-" + events.NewID()
 			if err := e.q.Start(ctx, d, run, "s", nil); err != nil {
 				t.Fatalf("start as worker: %v", err)
@@ -189,6 +177,47 @@ func TestPermissions_WorkerRunsTheFleet(t *testing.T) {
 			e.worker.noViolations(t, "a fleet run with an approval")
 		})
 	}
+}
+
+// runWorker runs a fleet worker as the worker user, with d and e's agent,
+// until the test ends; it must then stop cleanly.
+func (e *authEnv) runWorker(t *testing.T, d *driver.Driver) {
+	t.Helper()
+	w, err := fleet.NewWorker(fleet.WorkerConfig{Driver: d, Queue: e.q, Snapshots: e.snaps, Agents: map[string]driver.Agent{"": e.agent()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	t.Cleanup(func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("worker: %v", err)
+		}
+	})
+}
+
+// TestPermissions_OperatorNudgeClaimingAStatusIsANudge: the operator user
+// may nudge any run, and its nudge may carry any headers. The only nudge
+// of a run it publishes empty with "Status: 409, Description: Consumer
+// Deleted": the JetStream client's fetch took that for the server's
+// status and dropped it, so the run waited out the consumer's ack wait
+// (30 s) and, at every redelivery, the same again. The worker takes it
+// for the nudge it is and drives the run onto its approval.
+func TestPermissions_OperatorNudgeClaimingAStatusIsANudge(t *testing.T) {
+	e := newAuthEnv(t, events.Config{})
+	run := "run-claims-" + events.NewID()
+	if _, err := e.d.Create(t.Context(), run, "s", nil); err != nil {
+		t.Fatalf("create as worker: %v", err)
+	}
+	e.runWorker(t, e.d)
+	claim := &nats.Msg{Subject: e.q.Config().WorkPrefix + "." + run, Header: nats.Header{"Status": {"409"}, "Description": {"Consumer Deleted"}}}
+	if _, err := e.operator.js.PublishMsg(t.Context(), claim); err != nil {
+		t.Fatalf("nudge as operator: %v", err)
+	}
+	waitView(t, e.d, run, func(v projector.View) bool { return v.Run.Status == projector.Waiting })
+	e.operator.noViolations(t, "a nudge claiming a status")
 }
 
 // eventually retries check until it succeeds (5s at most).
