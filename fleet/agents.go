@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/arbiter-run/arbiter/events"
-	"github.com/arbiter-run/arbiter/internal/jsinbox"
+	"github.com/arbiter-run/arbiter/internal/bucket"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -59,10 +59,10 @@ func (q *Queue) agents(ctx context.Context) (jetstream.KeyValue, error) {
 // offer records that worker offers agents, each with its run defaults,
 // for AgentsTTL.
 func (q *Queue) offer(ctx context.Context, worker string, agents []offerValue) error {
-	kv, err := q.agents(ctx)
-	if err != nil {
+	if _, err := q.agents(ctx); err != nil {
 		return err
 	}
+	kv := bucket.New(q.js, q.cfg.AgentsBucket)
 	for _, a := range agents {
 		b, err := json.Marshal(a)
 		if err != nil {
@@ -76,22 +76,13 @@ func (q *Queue) offer(ctx context.Context, worker string, agents []offerValue) e
 }
 
 // Offered reports whether a live worker offers agent, by name or through
-// a default agent that drives any run. It reads the registry with direct
-// gets only (no consumer), as any client may.
+// a default agent that drives any run. It reads the registry with stream
+// info and direct gets only (no consumer), as any client may.
 func (q *Queue) Offered(ctx context.Context, agent string) (bool, error) {
-	inbox, err := jsinbox.For(q.js.Conn())
-	if err != nil {
-		return false, fmt.Errorf("agents registry %s: %w", q.cfg.AgentsBucket, err)
-	}
 	for _, name := range []string{agent, anyAgent} {
-		// jsinbox, not the client's direct get: a stored entry whose own
-		// headers claim "404" would otherwise hide a live offer.
-		_, err := inbox.GetLast(ctx, jsinbox.APIPrefix(q.js), "KV_"+q.cfg.AgentsBucket, "$KV."+q.cfg.AgentsBucket+"."+hex.EncodeToString([]byte(name))+".*")
-		switch {
-		case err == nil:
-			return true, nil
-		case !errors.Is(err, jetstream.ErrMsgNotFound):
-			return false, fmt.Errorf("agents registry %s: %w", q.cfg.AgentsBucket, err)
+		es, err := q.entries(ctx, hex.EncodeToString([]byte(name))+".*")
+		if err != nil || len(es) > 0 {
+			return len(es) > 0, err
 		}
 	}
 	return false, nil
@@ -100,18 +91,13 @@ func (q *Queue) Offered(ctx context.Context, agent string) (bool, error) {
 // Agents lists the agents live workers offer, sorted; "*" stands for a
 // worker's default agent, which drives runs of any agent.
 func (q *Queue) Agents(ctx context.Context) ([]string, error) {
-	s, err := q.js.Stream(ctx, "KV_"+q.cfg.AgentsBucket)
+	es, err := q.entries(ctx, ">")
 	if err != nil {
-		return nil, fmt.Errorf("agents registry %s: %w", q.cfg.AgentsBucket, err)
-	}
-	prefix := "$KV." + q.cfg.AgentsBucket + "."
-	info, err := s.Info(ctx, jetstream.WithSubjectFilter(prefix+">"))
-	if err != nil {
-		return nil, fmt.Errorf("agents registry %s: %w", q.cfg.AgentsBucket, err)
+		return nil, err
 	}
 	seen := map[string]bool{}
-	for subj := range info.State.Subjects {
-		name, _, _ := strings.Cut(strings.TrimPrefix(subj, prefix), ".")
+	for _, e := range es {
+		name, _, _ := strings.Cut(e.Key, ".")
 		if b, err := hex.DecodeString(name); err == nil {
 			seen[string(b)] = true
 		}
@@ -121,6 +107,42 @@ func (q *Queue) Agents(ctx context.Context) ([]string, error) {
 		out = append(out, n)
 	}
 	sort.Strings(out)
+	return out, nil
+}
+
+// entries reads the live offers on the registry's keys that match filter,
+// in the order of their keys: each a worker's, written by a worker (see
+// internal/bucket). A key holding anything else (a reply the server was
+// made to store there by a user who may not write the registry) is no
+// offer, and neither is a delete marker.
+func (q *Queue) entries(ctx context.Context, filter string) ([]bucket.Entry, error) {
+	b := bucket.New(q.js, q.cfg.AgentsBucket)
+	s, err := q.js.Stream(ctx, b.Stream())
+	if err != nil {
+		return nil, fmt.Errorf("agents registry %s: %w", q.cfg.AgentsBucket, err)
+	}
+	info, err := s.Info(ctx, jetstream.WithSubjectFilter(b.Subject(filter)))
+	if err != nil {
+		return nil, fmt.Errorf("agents registry %s: %w", q.cfg.AgentsBucket, err)
+	}
+	subjects := make([]string, 0, len(info.State.Subjects))
+	for subj := range info.State.Subjects {
+		subjects = append(subjects, subj)
+	}
+	sort.Strings(subjects)
+	var out []bucket.Entry
+	for _, subj := range subjects {
+		e, err := b.GetSubject(ctx, subj)
+		switch {
+		case errors.Is(err, jetstream.ErrKeyNotFound), errors.Is(err, bucket.ErrNotWritten):
+			continue // expired since the info, or not a worker's
+		case err != nil:
+			return nil, fmt.Errorf("agents registry %s: %w", q.cfg.AgentsBucket, err)
+		case len(e.Value) == 0:
+			continue // a delete marker
+		}
+		out = append(out, e)
+	}
 	return out, nil
 }
 

@@ -7,13 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
-	"sort"
 	"strings"
 
 	"github.com/arbiter-run/arbiter/driver"
 	"github.com/arbiter-run/arbiter/events"
-	"github.com/arbiter-run/arbiter/internal/jsinbox"
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 // A worker's config may give each of its agents the actor and surface a
@@ -103,51 +100,23 @@ func (q *Queue) Defaults(ctx context.Context, agent string) ([]RunDefaults, erro
 // offers reads every live entry of name, returning the distinct run
 // defaults they hold and whether there was any entry.
 func (q *Queue) offers(ctx context.Context, name string) ([]RunDefaults, bool, error) {
-	s, err := q.js.Stream(ctx, "KV_"+q.cfg.AgentsBucket)
+	es, err := q.entries(ctx, hex.EncodeToString([]byte(name))+".*")
 	if err != nil {
-		return nil, false, fmt.Errorf("agents registry %s: %w", q.cfg.AgentsBucket, err)
+		return nil, false, err
 	}
-	// Entries are read with jsinbox, whose subject, sequence and statuses
-	// are the server's (see jsinbox.ErrForgedHeader).
-	inbox, err := jsinbox.For(q.js.Conn())
-	if err != nil {
-		return nil, false, fmt.Errorf("agents registry %s: %w", q.cfg.AgentsBucket, err)
-	}
-	filter := "$KV." + q.cfg.AgentsBucket + "." + hex.EncodeToString([]byte(name)) + ".*"
-	info, err := s.Info(ctx, jetstream.WithSubjectFilter(filter))
-	if err != nil {
-		return nil, false, fmt.Errorf("agents registry %s: %w", q.cfg.AgentsBucket, err)
-	}
-	subjects := make([]string, 0, len(info.State.Subjects))
-	for subj := range info.State.Subjects {
-		subjects = append(subjects, subj)
-	}
-	sort.Strings(subjects)
 	var out []RunDefaults
-	found := false
-	for _, subj := range subjects {
-		m, err := inbox.GetLast(ctx, jsinbox.APIPrefix(q.js), "KV_"+q.cfg.AgentsBucket, subj)
-		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			continue // expired since the info
-		}
-		if err != nil {
-			return nil, false, fmt.Errorf("agents registry %s: %w", q.cfg.AgentsBucket, err)
-		}
-		if len(m.Data) == 0 {
-			continue // a delete marker
-		}
-		found = true
+	for _, e := range es {
 		var v offerValue
-		if m.Data[0] == '{' {
-			if err := json.Unmarshal(m.Data, &v); err != nil {
-				return nil, false, fmt.Errorf("agents registry %s: entry %s: %w", q.cfg.AgentsBucket, subj, err)
+		if e.Value[0] == '{' {
+			if err := json.Unmarshal(e.Value, &v); err != nil {
+				return nil, false, fmt.Errorf("agents registry %s: entry %s: %w", q.cfg.AgentsBucket, e.Key, err)
 			}
 		}
 		if !containsDefaults(out, v.RunDefaults) {
 			out = append(out, v.RunDefaults)
 		}
 	}
-	return out, found, nil
+	return out, len(es) > 0, nil
 }
 
 func containsDefaults(ds []RunDefaults, d RunDefaults) bool {

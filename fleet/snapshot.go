@@ -10,6 +10,7 @@ import (
 
 	"github.com/arbiter-run/arbiter/driver"
 	"github.com/arbiter-run/arbiter/events"
+	"github.com/arbiter-run/arbiter/internal/bucket"
 	"github.com/arbiter-run/arbiter/projector"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -19,7 +20,10 @@ import (
 // view and the tail it covers. It is a cache, never the truth (ADR 0007):
 // [Snapshots.Load] reads the events after a snapshot's tail and checks they
 // chain onto it, and a snapshot that does not fit is dropped and the run
-// folded from its events. It is safe for concurrent use.
+// folded from its events. A snapshot is read only when a writer of the
+// bucket stored it (see internal/bucket): a reply the server was made to
+// store on a run's key by a user who may not write the bucket is dropped
+// like any snapshot that does not fit. It is safe for concurrent use.
 type Snapshots struct {
 	js     jetstream.JetStream
 	bucket string
@@ -48,19 +52,18 @@ type snapshot struct {
 	View projector.View `json:"view"`
 }
 
-// store returns the bucket, looked up once.
-func (s *Snapshots) store(ctx context.Context) (jetstream.KeyValue, error) {
+// store returns the bucket, once it was found to exist.
+func (s *Snapshots) store(ctx context.Context) (*bucket.Bucket, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.kv != nil {
-		return s.kv, nil
+	if s.kv == nil {
+		kv, err := s.js.KeyValue(ctx, s.bucket)
+		if err != nil {
+			return nil, fmt.Errorf("snapshot bucket %s: %w", s.bucket, err)
+		}
+		s.kv = kv
 	}
-	kv, err := s.js.KeyValue(ctx, s.bucket)
-	if err != nil {
-		return nil, fmt.Errorf("snapshot bucket %s: %w", s.bucket, err)
-	}
-	s.kv = kv
-	return kv, nil
+	return bucket.New(s.js, s.bucket), nil
 }
 
 // Save stores r's view as its snapshot, replacing the one before.
@@ -91,12 +94,12 @@ func (s *Snapshots) Load(ctx context.Context, d *driver.Driver, run string) (r *
 	if kv, err := s.store(ctx); err == nil {
 		if e, err := kv.Get(ctx, run); err == nil {
 			var snap snapshot
-			if json.Unmarshal(e.Value(), &snap) == nil && snap.View.Run.ID == run {
+			if json.Unmarshal(e.Value, &snap) == nil && snap.View.Run.ID == run {
 				if r, err := d.LoadFrom(ctx, run, snap.View, snap.Tail); err == nil {
 					return r, true, nil
 				}
 			}
-		} else if !errors.Is(err, jetstream.ErrKeyNotFound) && ctx.Err() != nil {
+		} else if !errors.Is(err, jetstream.ErrKeyNotFound) && !errors.Is(err, bucket.ErrNotWritten) && ctx.Err() != nil {
 			return nil, false, ctx.Err()
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/arbiter-run/arbiter/internal/bucket"
 	"reflect"
 	"strings"
 	"testing"
@@ -63,7 +64,8 @@ func TestSnapshots_AreOnlyACache(t *testing.T) {
 	}
 	snap["tail"] = json.RawMessage(`{"seq":1,"count":1,"hash":"00"}`)
 	bad, _ := json.Marshal(snap)
-	if _, err := kv.Put(ctx, "snap", bad); err != nil {
+	// Written as a worker writes a snapshot: what Load must still check.
+	if _, err := bucket.New(e.js.JS, e.q.Config().SnapshotBucket).Put(ctx, "snap", bad); err != nil {
 		t.Fatal(err)
 	}
 	got, fromSnap, err = e.s.Load(ctx, d, "snap")

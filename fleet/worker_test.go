@@ -5,7 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"github.com/nats-io/nats.go"
-	"strings"
+	"slices"
 	"testing"
 	"time"
 
@@ -171,11 +171,25 @@ func TestQueue_OfferedReadsTheServersWord(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	subj := "$KV." + e.q.Config().AgentsBucket + "." + hex.EncodeToString([]byte("s")) + ".zz-forged"
-	if _, err := e.js.JS.PublishMsg(ctx, &nats.Msg{Subject: subj, Header: nats.Header{"Status": {"404"}, "Description": {"Message Not Found"}}}); err != nil {
-		t.Fatal(err)
+	forge := func(agent string) {
+		subj := "$KV." + e.q.Config().AgentsBucket + "." + hex.EncodeToString([]byte(agent)) + ".zz-forged"
+		if _, err := e.js.JS.PublishMsg(ctx, &nats.Msg{Subject: subj, Header: nats.Header{"Status": {"404"}, "Description": {"Message Not Found"}}}); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if ok, err := e.q.Offered(ctx, "s"); ok || err == nil || !strings.Contains(err.Error(), "header only the server sets") {
-		t.Errorf("Offered after an entry claiming 404: %v, %v; want an error naming the forged header", ok, err)
+	// Read as the client reads it, an entry claiming "404" after the
+	// worker's would hide its offer: it is no entry at all.
+	forge("s")
+	if ok, err := e.q.Offered(ctx, "s"); !ok || err != nil {
+		t.Errorf("Offered after an entry claiming 404: %v, %v; want the worker's offer still seen", ok, err)
+	}
+	// And it offers nothing: an agent nobody offers is not offered, and
+	// nobody's defaults are read from it.
+	forge("t")
+	if ok, err := e.q.Offered(ctx, "t"); ok || err != nil {
+		t.Errorf("Offered for an agent with only a forged entry: %v, %v; want not offered", ok, err)
+	}
+	if agents, err := e.q.Agents(ctx); err != nil || !slices.Equal(agents, []string{"s"}) {
+		t.Errorf("agents offered: %v, %v; want [s]", agents, err)
 	}
 }

@@ -109,6 +109,25 @@ func stored(m *nats.Msg, batch bool) (raw *jetstream.RawStreamMsg, forged string
 	return raw, forged, nil
 }
 
+// SubjectMark is the header a writer gives a message it stores where a
+// relay could store one too (a bucket's keys): the subject it is written
+// on. A relayed JetStream reply carries no header of a client's choosing
+// without the server's own beside it (see [ErrForgedHeader]), so a message
+// read with [Inbox.GetLast] or [Inbox.GetSeq] that carries this mark was
+// published by a client with the right to publish there.
+const SubjectMark = "Arbiter-Subject"
+
+// Mark gives h the mark of a message written on subject.
+func Mark(h nats.Header, subject string) { h.Set(SubjectMark, subject) }
+
+// Marked reports whether m, as a direct get served it (its subject the
+// server's), carries exactly one [SubjectMark] and that it names m's
+// subject.
+func Marked(m *jetstream.RawStreamMsg) bool {
+	v := m.Header.Values(SubjectMark)
+	return len(v) == 1 && v[0] == m.Subject
+}
+
 // statusError is the error of a direct get's status reply (see
 // [isStatus]) other than those its reader takes as an answer: where names
 // the request.

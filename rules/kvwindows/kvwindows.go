@@ -3,6 +3,12 @@
 // its value the count, updated with compare-and-set so that any number of
 // workers count every call once. It must not decide anything: the rules
 // policy reads what it counts.
+//
+// A count is believed only when a writer of the bucket stored it (see
+// internal/bucket): a user who may not write the bucket can still have the
+// server store a reply of its own on a window's key, and such a value is
+// refused with the key named, so the rule fails closed on it rather than
+// count from it.
 package kvwindows
 
 import (
@@ -12,6 +18,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/arbiter-run/arbiter/internal/bucket"
 	"github.com/arbiter-run/arbiter/internal/layout"
 	"github.com/arbiter-run/arbiter/rules"
 	"github.com/nats-io/nats.go/jetstream"
@@ -33,7 +40,7 @@ const MaxAttempts = 64
 var ErrContended = errors.New("window contended")
 
 // Windows counts in a KV bucket.
-type Windows struct{ kv jetstream.KeyValue }
+type Windows struct{ b *bucket.Bucket }
 
 var _ rules.Windows = (*Windows)(nil)
 
@@ -59,7 +66,7 @@ func Open(ctx context.Context, js jetstream.JetStream, cfg Config) (*Windows, er
 	if err != nil {
 		return nil, fmt.Errorf("open window bucket %s: %w", cfg.Bucket, err)
 	}
-	return &Windows{kv: kv}, nil
+	return &Windows{b: bucket.New(js, kv.Bucket())}, nil
 }
 
 // BucketConfig is the bucket of fleet-wide rate windows cfg names: the
@@ -81,14 +88,14 @@ func BucketConfig(cfg Config) jetstream.KeyValueConfig {
 // revision), retrying on a lost race.
 func (w *Windows) Take(ctx context.Context, key string, max int64) (int64, bool, error) {
 	for range MaxAttempts {
-		e, err := w.kv.Get(ctx, key)
+		e, err := w.b.Get(ctx, key)
 		if errors.Is(err, jetstream.ErrKeyNotFound) {
 			if max <= 0 {
 				return 0, false, nil
 			}
-			if _, err := w.kv.Create(ctx, key, []byte("1")); err == nil {
+			if _, err := w.b.Create(ctx, key, []byte("1")); err == nil {
 				return 0, true, nil
-			} else if !errors.Is(err, jetstream.ErrKeyExists) {
+			} else if !errors.Is(err, bucket.ErrConflict) {
 				return 0, false, fmt.Errorf("create window %s: %w", key, err)
 			}
 			continue // created meanwhile: read it
@@ -96,16 +103,16 @@ func (w *Windows) Take(ctx context.Context, key string, max int64) (int64, bool,
 		if err != nil {
 			return 0, false, fmt.Errorf("read window %s: %w", key, err)
 		}
-		n, err := strconv.ParseInt(string(e.Value()), 10, 64)
+		n, err := strconv.ParseInt(string(e.Value), 10, 64)
 		if err != nil || n < 0 {
-			return 0, false, fmt.Errorf("window %s holds %q, not a count", key, e.Value())
+			return 0, false, fmt.Errorf("window %s holds %q, not a count", key, e.Value)
 		}
 		if n >= max {
 			return n, false, nil
 		}
-		if _, err := w.kv.Update(ctx, key, []byte(strconv.FormatInt(n+1, 10)), e.Revision()); err == nil {
+		if _, err := w.b.Update(ctx, key, []byte(strconv.FormatInt(n+1, 10)), e.Revision); err == nil {
 			return n, true, nil
-		} else if !errors.Is(err, jetstream.ErrKeyExists) {
+		} else if !errors.Is(err, bucket.ErrConflict) {
 			return 0, false, fmt.Errorf("update window %s: %w", key, err)
 		}
 	}

@@ -3,9 +3,11 @@ package kvwindows_test
 import (
 	"errors"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
+	"github.com/arbiter-run/arbiter/internal/bucket"
 	"github.com/arbiter-run/arbiter/rules/kvwindows"
 	"github.com/arbiter-run/arbiter/testkit"
 	"github.com/nats-io/nats.go"
@@ -81,15 +83,24 @@ func TestTake_Refusals(t *testing.T) {
 	if before, taken, err := w.Take(t.Context(), "rate.zero", 0); err != nil || taken || before != 0 {
 		t.Errorf("limit 0: %d %v %v, want never taken", before, taken, err)
 	}
+	// Written as a worker writes a count, but not a count.
+	if _, err := bucket.New(env.JS, "RATES_T").Put(t.Context(), "rate.bad", []byte("lots")); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := w.Take(t.Context(), "rate.bad", 5); err == nil || !strings.Contains(err.Error(), `"lots", not a count`) {
+		t.Errorf("a window holding no count: %v, want it named", err)
+	}
+	// A count, but not written as a worker writes one (no mark): what a
+	// relayed reply, an older version or another tool would store.
 	kv, err := env.JS.KeyValue(t.Context(), "RATES_T")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := kv.Put(t.Context(), "rate.bad", []byte("lots")); err != nil {
+	if _, err := kv.Put(t.Context(), "rate.unmarked", []byte("0")); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := w.Take(t.Context(), "rate.bad", 5); err == nil {
-		t.Error("a window holding no count: no error, want one")
+	if n, taken, err := w.Take(t.Context(), "rate.unmarked", 5); !errors.Is(err, bucket.ErrNotWritten) || taken {
+		t.Errorf("a window holding an unmarked count: %d, %v, %v: want refused with %v", n, taken, err, bucket.ErrNotWritten)
 	}
 	if _, _, err := w.Take(t.Context(), "bad key!", 5); err == nil || errors.Is(err, kvwindows.ErrContended) {
 		t.Errorf("an invalid key: %v, want the KV's error", err)
