@@ -83,6 +83,10 @@ var (
 	// ErrElsewhere: another process moved the run on while this one asked
 	// (see [events.ErrConflict]); this call did not run here.
 	ErrElsewhere = errors.New("run moved on in another process")
+	// ErrNotGateRun: Resume was given a run that is not a gate run (its
+	// agent lacks [AgentPrefix]): a fleet's workers drive it, and a gate
+	// must not ask calls on it as if its agent were the program.
+	ErrNotGateRun = errors.New("not a gate run")
 )
 
 // EndedError is [ErrEnded] with the run's end.

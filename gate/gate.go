@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/arbiter-run/arbiter/approvals"
@@ -107,11 +108,16 @@ func (g *Gate) Open(ctx context.Context, id, actor string, input json.RawMessage
 // Resume loads run id as its events say it is: a program that restarted
 // carries on its run. A call it allowed and never saw reported is
 // recovered on the next [Run.Ask] as the driver recovers an interrupted
-// call.
+// call. A run that [Gate.Open] did not start (its agent lacks
+// [AgentPrefix]) is refused with [ErrNotGateRun]: its agent is a fleet's,
+// and its calls are not the program's to make.
 func (g *Gate) Resume(ctx context.Context, id string) (*Run, error) {
 	r, err := g.d.Load(ctx, id)
 	if err != nil {
 		return nil, fmt.Errorf("resume gate run %s: %w", id, err)
+	}
+	if agent := r.View().Run.Agent; !strings.HasPrefix(agent, AgentPrefix) {
+		return nil, fmt.Errorf("resume gate run %s: %w: its agent is %q, not %s<actor>", id, ErrNotGateRun, agent, AgentPrefix)
 	}
 	return g.newRun(r), nil
 }

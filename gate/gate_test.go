@@ -455,3 +455,31 @@ func TestGate_RunEndedElsewhereIsEnded(t *testing.T) {
 		t.Fatalf("events: %v, want the end last", ks)
 	}
 }
+
+// TestGate_ResumeRefusesARunItDidNotOpen: a run a fleet drives (its agent
+// is not gate:<actor>) is not resumed as a gate run: asking calls on it
+// would make the program its agent beside the workers, under whatever
+// actor the run was created with. Nothing is recorded on it.
+func TestGate_ResumeRefusesARunItDidNotOpen(t *testing.T) {
+	e := newEnv(t)
+	g := e.gate(t)
+	if _, err := g.Driver().Create(t.Context(), "fleet-run", "scripted", nil); err != nil {
+		t.Fatal(err)
+	}
+	before := len(kinds(t, e.log, "fleet-run"))
+	_, err := g.Resume(t.Context(), "fleet-run")
+	wantErr(t, err, gate.ErrNotGateRun)
+	if !strings.Contains(err.Error(), `"scripted"`) {
+		t.Errorf("error %q does not name the run's agent", err)
+	}
+	if after := len(kinds(t, e.log, "fleet-run")); after != before {
+		t.Errorf("resume recorded %d events on a run it refused", after-before)
+	}
+	// A gate run is resumed as before.
+	open(t, g, "mine").Close()
+	r, err := g.Resume(t.Context(), "mine")
+	if err != nil {
+		t.Fatalf("resume a gate run: %v", err)
+	}
+	r.Close()
+}

@@ -39,8 +39,10 @@ type Config struct {
 	Actor string
 	// Run, when set, is the id of the run of the first session: it is
 	// resumed if it exists (a desktop host restarted carries on its run),
-	// created otherwise. Later sessions, and every session when Run is
-	// empty, get a new run.
+	// created otherwise. A run that exists but is not a gate run, or was
+	// opened for another actor, is refused, and every call of the session
+	// fails saying so until it can be opened. Later sessions, and every
+	// session when Run is empty, get a new run.
 	Run string
 	// Logger; default discards.
 	Logger *slog.Logger
@@ -182,6 +184,21 @@ func (g *Gateway) session(ss *sdk.ServerSession) *session {
 	return s
 }
 
+// sameActor refuses to carry on run r for actor when another actor opened
+// it: its calls would be judged as that actor's, not the configured one's.
+func sameActor(r *gate.Run, actor string) error {
+	v, err := r.View()
+	if err != nil {
+		r.Close()
+		return err
+	}
+	if want := gate.AgentPrefix + actor; v.Run.Agent != want {
+		r.Close()
+		return fmt.Errorf("run %s was opened as %q, and this gateway's actor is %q (%s): give the gateway that actor, or another run", r.ID(), v.Run.Agent, actor, want)
+	}
+	return nil
+}
+
 // open returns the session's run, opening it on the first call.
 func (g *Gateway) open(ctx context.Context, s *session) (*gate.Run, error) {
 	if s.run != nil {
@@ -203,11 +220,20 @@ func (g *Gateway) open(ctx context.Context, s *session) (*gate.Run, error) {
 		r, err = g.gate.Resume(ctx, id)
 		if errors.Is(err, events.ErrNoRun) {
 			r, err = g.gate.Open(ctx, id, g.cfg.Actor, nil)
+		} else if err == nil {
+			err = sameActor(r, g.cfg.Actor)
 		}
 	} else {
 		r, err = g.gate.Open(ctx, id, g.cfg.Actor, nil)
 	}
 	if err != nil {
+		if named {
+			// The next call asks for the configured run again, rather
+			// than opening another.
+			g.mu.Lock()
+			g.first = false
+			g.mu.Unlock()
+		}
 		return nil, err
 	}
 	s.run = r

@@ -18,6 +18,7 @@ import (
 
 	"github.com/arbiter-run/arbiter/driver"
 	"github.com/arbiter-run/arbiter/events"
+	"github.com/arbiter-run/arbiter/gate"
 	"github.com/arbiter-run/arbiter/gateway"
 	"github.com/arbiter-run/arbiter/testkit"
 )
@@ -320,5 +321,53 @@ func TestGateway_StatusWhileACallRuns(t *testing.T) {
 	}
 	if st := status(t, cs); st.Steps != 1 || st.Status != "RUNNING" {
 		t.Fatalf("status after the call: %+v", st)
+	}
+}
+
+// TestGateway_NamedRunOfAnotherActorOrAFleetIsRefused: a gateway told to
+// carry on run "desk" does not take over a run opened for another actor
+// (its calls would be judged as that actor's) or one a fleet drives: each
+// call says why and runs nothing, and the next call asks for the named run
+// again rather than opening another. Once the run is one it may carry on
+// (here, a new id's run opened by it), calls go through.
+func TestGateway_NamedRunOfAnotherActorOrAFleetIsRefused(t *testing.T) {
+	root, tools := upstream(t)
+	f := newFleet(t)
+	specs := make([]driver.Spec, len(tools))
+	for i, tool := range tools {
+		specs[i] = tool.Spec()
+	}
+	g, err := gate.New(gate.Config{Log: f.log, Policy: writesNeedApproval, Operators: f.ops, Tools: specs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := g.Open(t.Context(), "desk", "someone-else", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other.Close()
+	if _, err := g.Driver().Create(t.Context(), "fleet-run", "scripted", nil); err != nil {
+		t.Fatal(err)
+	}
+	read := map[string]any{"path": filepath.Join(root, "notes.txt")}
+	for run, want := range map[string]string{"desk": `opened as "gate:someone-else"`, "fleet-run": "not a gate run"} {
+		cs := host(t, f.gateway(t, tools, run).Server())
+		before := kindCount(t, f.log, run, events.StepDecided)
+		for range 2 {
+			out, isErr := callTool(t, cs, "fs__read_text_file", read)
+			if !isErr || !strings.Contains(out, want) || !strings.Contains(out, run) {
+				t.Fatalf("call on %s: got %q (error %v), want an error naming the run and saying %q", run, out, isErr, want)
+			}
+		}
+		if n := kindCount(t, f.log, run, events.StepDecided); n != before {
+			t.Errorf("%d decisions recorded on %s by a gateway that may not carry it on", n-before, run)
+		}
+		if st := status(t, cs); st.Run != "" {
+			t.Errorf("status names run %q after the refusals, want none opened", st.Run)
+		}
+	}
+	cs := host(t, f.gateway(t, tools, "mine").Server())
+	if out, isErr := callTool(t, cs, "fs__read_text_file", read); isErr {
+		t.Fatalf("a read on the gateway's own named run: %q", out)
 	}
 }
