@@ -4,6 +4,7 @@ import (
 	"crypto/subtle"
 	"net/http"
 	"net/url"
+	"strings"
 )
 
 // cookieName holds the access token once the operator opened the printed
@@ -20,7 +21,10 @@ const csp = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 's
 // without the access token (401) and a decision without the CSRF token
 // (403). A request carrying the token in its query (the printed URL) gets
 // it as a cookie and is redirected to the same page without it, so the
-// token does not stay in the address bar or history.
+// token does not stay in the address bar or history. Everything is served
+// under the console's path (see [Server.Path]), to which the cookie is
+// scoped: a browser keeps a cookie for a host whatever its port, and would
+// otherwise send the token to any other server on 127.0.0.1 it visits.
 func (s *Server) guard(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h := w.Header()
@@ -29,12 +33,18 @@ func (s *Server) guard(next http.Handler) http.Handler {
 		h.Set("X-Frame-Options", "DENY")
 		h.Set("Referrer-Policy", "no-referrer")
 		h.Set("Cache-Control", "no-store")
+		if !strings.HasPrefix(r.URL.Path, s.base) {
+			// Not the console's: the cookie, scoped to its path, was not
+			// sent, so nothing here could be authorised anyway.
+			http.Error(w, "not found: open the URL `arbiter console` printed", http.StatusNotFound)
+			return
+		}
 		if q := r.URL.Query().Get("token"); q != "" && r.Method == http.MethodGet {
 			if !equal(q, s.token) {
 				http.Error(w, "wrong access token: open the URL `arbiter console` printed", http.StatusUnauthorized)
 				return
 			}
-			http.SetCookie(w, &http.Cookie{Name: cookieName, Value: s.token, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode})
+			http.SetCookie(w, &http.Cookie{Name: cookieName, Value: s.token, Path: s.base, HttpOnly: true, SameSite: http.SameSiteStrictMode})
 			u := *r.URL
 			v := u.Query()
 			v.Del("token")

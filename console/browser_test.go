@@ -3,10 +3,14 @@ package console_test
 import (
 	"context"
 	"flag"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -127,11 +131,11 @@ func TestBrowser_ListOpenGrantComplete(t *testing.T) {
 	ctx := browser(t, &dialogs)
 	e.complete(t, "run-done", "mail")
 
-	run(t, ctx, "open the printed URL", chromedp.Navigate(e.srv.URL+"/?token="+e.console.Token()))
+	run(t, ctx, "open the printed URL", chromedp.Navigate(e.base+"/?token="+e.console.Token()))
 	waitText(t, ctx, "#runs tbody", "run-done")
 	waitText(t, ctx, "#runs tbody", "COMPLETED")
 
-	run(t, ctx, "open pending approvals", chromedp.Navigate(e.srv.URL+"/approvals"),
+	run(t, ctx, "open pending approvals", chromedp.Navigate(e.base+"/approvals"),
 		chromedp.WaitReady(chromedp.CSS(`body[data-live="1"]`)))
 	e.pause(t, "run-wait", pwn)
 	waitText(t, ctx, "#pending", "run run-wait")
@@ -160,7 +164,7 @@ func TestBrowser_ListOpenGrantComplete(t *testing.T) {
 	waitText(t, ctx, "#status", "COMPLETED")
 	waitText(t, ctx, "#approvals", "consumed")
 	shoot(t, ctx, "console-run-completed.png")
-	run(t, ctx, "list", chromedp.Navigate(e.srv.URL+"/"))
+	run(t, ctx, "list", chromedp.Navigate(e.base+"/"))
 	waitText(t, ctx, "#runs tbody", "run-wait")
 	shoot(t, ctx, "console-runs.png")
 	if n := dialogs.Load(); n != 0 {
@@ -176,13 +180,13 @@ func TestBrowser_Refusals(t *testing.T) {
 	ctx := browser(t, &dialogs)
 	e.pause(t, "run-a", `{"note":"x"}`)
 
-	run(t, ctx, "no token", chromedp.Navigate(e.srv.URL+"/runs/run-a"))
+	run(t, ctx, "no token", chromedp.Navigate(e.base+"/runs/run-a"))
 	body := evaluate[string](t, ctx, `document.body.innerText`)
 	if !strings.Contains(body, "no access token") || strings.Contains(body, "WAITING") {
 		t.Errorf("without the token the page says %q", body)
 	}
 	run(t, ctx, "wrong CSRF",
-		chromedp.Navigate(e.srv.URL+"/runs/run-a?token="+e.console.Token()),
+		chromedp.Navigate(e.base+"/runs/run-a?token="+e.console.Token()),
 		chromedp.WaitVisible(chromedp.CSS("#decide")),
 		chromedp.SetValue(chromedp.CSS(`input[name="csrf"]`), "forged"),
 		chromedp.Click(chromedp.CSS("#grant")),
@@ -193,9 +197,60 @@ func TestBrowser_Refusals(t *testing.T) {
 		t.Errorf("%d decisions published with a forged CSRF token, want 0", len(got))
 	}
 	// The same form with the page's own token goes through.
-	run(t, ctx, "right CSRF", chromedp.Navigate(e.srv.URL+"/runs/run-a"), chromedp.WaitVisible(chromedp.CSS("#decide")),
+	run(t, ctx, "right CSRF", chromedp.Navigate(e.base+"/runs/run-a"), chromedp.WaitVisible(chromedp.CSS("#decide")),
 		chromedp.Click(chromedp.CSS("#deny")), chromedp.WaitVisible(chromedp.CSS("#published")))
 	if got := e.published(t, "run-a"); len(got) != 1 {
 		t.Errorf("%d decisions published with the page's token, want 1", len(got))
+	}
+}
+
+// TestBrowser_TokenStaysWithTheConsole: a browser keeps a cookie for a host
+// whatever its port, so an access cookie for all of 127.0.0.1 would go to
+// every other server there the operator's browser visits, and whoever runs
+// one could decide as the operator. In real Chromium, once the operator
+// opened the printed URL, another server on 127.0.0.1 (another port) is
+// visited at its root and at another console's path: the cookie reaches
+// neither, while the console still has it. (A server sent to the console's
+// own path would get it: the path, random for each console, is known only
+// to the browser that opened the printed URL.)
+func TestBrowser_TokenStaysWithTheConsole(t *testing.T) {
+	e := newEnv(t, envConfig{})
+	var dialogs atomic.Int32
+	ctx := browser(t, &dialogs)
+	e.pause(t, "run-a", `{"note":"x"}`)
+
+	var mu sync.Mutex
+	var seen []string
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen = append(seen, r.URL.Path+" cookie="+r.Header.Get("Cookie"))
+		mu.Unlock()
+		_, _ = io.WriteString(w, "<!doctype html><title>elsewhere</title><p id=here>elsewhere</p>")
+	}))
+	t.Cleanup(other.Close)
+	if !strings.HasPrefix(other.URL, "http://127.0.0.1:") || !strings.HasPrefix(e.base, "http://127.0.0.1:") || other.URL == e.srv.URL {
+		t.Fatalf("the servers are %s and %s: the test needs two ports of one host", other.URL, e.srv.URL)
+	}
+
+	run(t, ctx, "open the printed URL", chromedp.Navigate(e.base+"/?token="+e.console.Token()))
+	waitText(t, ctx, "#runs tbody", "run-a")
+	for _, path := range []string{"/", "/c/" + strings.Repeat("A", 22) + "/runs/run-a"} {
+		run(t, ctx, "visit "+path+" on the other server", chromedp.Navigate(other.URL+path), chromedp.WaitVisible(chromedp.CSS("#here")))
+	}
+	mu.Lock()
+	got := append([]string(nil), seen...)
+	mu.Unlock()
+	if len(got) < 2 {
+		t.Fatalf("the other server saw %q, want both visits", got)
+	}
+	for _, s := range got {
+		if strings.Contains(s, e.console.Token()) || strings.Contains(s, "arbiter_console") {
+			t.Errorf("the other server was sent the console's cookie: %s", s)
+		}
+	}
+	// The console, visited again, still knows the browser.
+	run(t, ctx, "back to the console", chromedp.Navigate(e.base+"/runs/run-a"), chromedp.WaitVisible(chromedp.CSS("#decide")))
+	if n := dialogs.Load(); n != 0 {
+		t.Errorf("%d dialogs opened", n)
 	}
 }

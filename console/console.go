@@ -105,9 +105,14 @@ type Server struct {
 	operator string
 	token    string
 	csrf     string
-	tmpl     *template.Template
-	pending  *pendingFeed
-	client   *client.Client
+	// base is the path every page is served under, "/c/<random>/": the
+	// access cookie is scoped to it, so a browser sends the cookie to the
+	// console and to no other server on the same host (a cookie is not
+	// scoped to a port, but is to a path).
+	base    string
+	tmpl    *template.Template
+	pending *pendingFeed
+	client  *client.Client
 }
 
 // New returns a console for cfg with a fresh random access token and CSRF
@@ -118,11 +123,12 @@ func New(cfg Config) (*Server, error) {
 	}
 	cfg = cfg.withDefaults()
 	pub, _ := cfg.Key.PublicKey()
-	tmpl, err := template.New("").Funcs(funcs).ParseFS(templateFS, "templates/*.html")
+	base := "/c/" + random()[:22] + "/"
+	tmpl, err := template.New("").Funcs(funcs).Funcs(template.FuncMap{"base": func() string { return base }}).ParseFS(templateFS, "templates/*.html")
 	if err != nil {
 		return nil, fmt.Errorf("console templates: %w", err)
 	}
-	s := &Server{cfg: cfg, operator: pub, token: random(), csrf: random(), tmpl: tmpl, client: client.New(cfg.Log, cfg.Queue)}
+	s := &Server{cfg: cfg, operator: pub, token: random(), csrf: random(), base: base, tmpl: tmpl, client: client.New(cfg.Log, cfg.Queue)}
 	s.pending = newPendingFeed(s.client, cfg.Poll)
 	return s, nil
 }
@@ -133,9 +139,14 @@ func random() string {
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
-// Token is the access token: open "/?token=" + Token() once, and the
-// browser keeps it as a cookie.
+// Token is the access token: open Path() + "?token=" + Token() once, and
+// the browser keeps it as a cookie scoped to Path().
 func (s *Server) Token() string { return s.token }
+
+// Path is the path every page is served under, "/c/<random>/", fresh for
+// each console: the runs list is Path() itself, a run Path() + "runs/<id>".
+// Anything outside it is not found.
+func (s *Server) Path() string { return s.base }
 
 // Operator is the public key decisions are signed with.
 func (s *Server) Operator() string { return s.operator }
@@ -148,13 +159,14 @@ func (s *Server) Run(ctx context.Context) error { return s.pending.run(ctx) }
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	static, _ := fs.Sub(staticFS, "static")
-	mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))
-	mux.HandleFunc("GET /{$}", s.handleRuns)
-	mux.HandleFunc("GET /runs/{run}", s.handleRun)
-	mux.HandleFunc("GET /runs/{run}/live", s.handleRunLive)
-	mux.HandleFunc("GET /approvals", s.handleApprovals)
-	mux.HandleFunc("GET /approvals/live", s.handleApprovalsLive)
-	mux.HandleFunc("POST /runs/{run}/approvals/{approval}", s.handleDecide)
+	b := s.base
+	mux.Handle("GET "+b+"static/", http.StripPrefix(b+"static/", http.FileServerFS(static)))
+	mux.HandleFunc("GET "+b+"{$}", s.handleRuns)
+	mux.HandleFunc("GET "+b+"runs/{run}", s.handleRun)
+	mux.HandleFunc("GET "+b+"runs/{run}/live", s.handleRunLive)
+	mux.HandleFunc("GET "+b+"approvals", s.handleApprovals)
+	mux.HandleFunc("GET "+b+"approvals/live", s.handleApprovalsLive)
+	mux.HandleFunc("POST "+b+"runs/{run}/approvals/{approval}", s.handleDecide)
 	return s.guard(mux)
 }
 

@@ -22,7 +22,7 @@ func TestConsole_TokenRequired(t *testing.T) {
 	e.pause(t, "run-a", `{"note":"hi"}`)
 	plain := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	for _, path := range []string{"/", "/runs/run-a", "/approvals", "/approvals/live", "/static/console.js", "/?token=wrong"} {
-		code, body := get(t, plain, e.srv.URL+path)
+		code, body := get(t, plain, e.base+path)
 		if code != http.StatusUnauthorized {
 			t.Errorf("GET %s without the token: %d, want 401", path, code)
 		}
@@ -31,20 +31,33 @@ func TestConsole_TokenRequired(t *testing.T) {
 		}
 	}
 	// The printed URL sets the cookie and drops the token from the address.
-	resp, err := plain.Get(e.srv.URL + "/runs/run-a?token=" + url.QueryEscape(e.console.Token()))
+	resp, err := plain.Get(e.base + "/runs/run-a?token=" + url.QueryEscape(e.console.Token()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/runs/run-a" {
-		t.Errorf("printed URL: %s to %q, want 303 to /runs/run-a", resp.Status, resp.Header.Get("Location"))
+	if want := e.console.Path() + "runs/run-a"; resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != want {
+		t.Errorf("printed URL: %s to %q, want 303 to %s", resp.Status, resp.Header.Get("Location"), want)
+	}
+	// The cookie holds the token for the console's path only: a browser
+	// keeps cookies per host, not per port, and would otherwise hand the
+	// token to every other server on 127.0.0.1 it visits.
+	cookies := resp.Cookies()
+	if len(cookies) != 1 || cookies[0].Path != e.console.Path() || !cookies[0].HttpOnly || cookies[0].SameSite != http.SameSiteStrictMode {
+		t.Errorf("cookies set: %+v, want one, HttpOnly and SameSite=Strict, for path %s", cookies, e.console.Path())
 	}
 	c := e.client(t)
-	code, body := get(t, c, e.srv.URL+"/runs/run-a")
+	code, body := get(t, c, e.base+"/runs/run-a")
 	if code != http.StatusOK || !strings.Contains(body, "WAITING_FOR_APPROVAL") {
 		t.Errorf("GET the run with the cookie: %d\n%s", code, body)
 	}
-	r, err := c.Get(e.srv.URL + "/")
+	// Nothing is served outside the console's path, token or not.
+	for _, path := range []string{"/", "/runs/run-a", "/approvals", "/c/" + strings.Repeat("A", 22) + "/runs/run-a"} {
+		if code, body := get(t, plain, e.srv.URL+path+"?token="+url.QueryEscape(e.console.Token())); code != http.StatusNotFound || strings.Contains(body, "run-a") {
+			t.Errorf("GET %s outside the console's path: %d, want 404 showing nothing", path, code)
+		}
+	}
+	r, err := c.Get(e.base + "/")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,18 +71,18 @@ func TestConsole_DecisionNeedsCSRF(t *testing.T) {
 	e := newEnv(t, envConfig{})
 	a := e.pause(t, "run-a", `{"note":"hi"}`)
 	c := e.client(t)
-	_, page := get(t, c, e.srv.URL+"/runs/run-a")
+	_, page := get(t, c, e.base+"/runs/run-a")
 	token := csrf(t, page)
 	for name, form := range map[string]url.Values{
 		"no csrf":    {"decision": {"grant"}, "hash": {a.Hash}},
 		"wrong csrf": {"decision": {"grant"}, "hash": {a.Hash}, "csrf": {token + "x"}},
 	} {
-		if resp := decide(t, c, e.srv.URL, "run-a", a.ID, form); resp.StatusCode != http.StatusForbidden {
+		if resp := decide(t, c, e.base, "run-a", a.ID, form); resp.StatusCode != http.StatusForbidden {
 			t.Errorf("%s: %s, want 403", name, resp.Status)
 		}
 	}
 	// A cross-site request is refused even with the token.
-	req, _ := http.NewRequest(http.MethodPost, e.srv.URL+"/runs/run-a/approvals/"+a.ID, strings.NewReader(url.Values{"decision": {"grant"}, "hash": {a.Hash}, "csrf": {token}}.Encode()))
+	req, _ := http.NewRequest(http.MethodPost, e.base+"/runs/run-a/approvals/"+a.ID, strings.NewReader(url.Values{"decision": {"grant"}, "hash": {a.Hash}, "csrf": {token}}.Encode()))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	req.Header.Set("Sec-Fetch-Site", "cross-site")
 	resp, err := c.Do(req)
@@ -82,7 +95,7 @@ func TestConsole_DecisionNeedsCSRF(t *testing.T) {
 	}
 	// A form too large to be a decision is refused before it is read.
 	huge := url.Values{"decision": {"grant"}, "hash": {a.Hash}, "csrf": {token}, "reason": {strings.Repeat("x", 100<<10)}}
-	if resp := decide(t, c, e.srv.URL, "run-a", a.ID, huge); resp.StatusCode != http.StatusForbidden {
+	if resp := decide(t, c, e.base, "run-a", a.ID, huge); resp.StatusCode != http.StatusForbidden {
 		t.Errorf("a 100 KiB form: %s, want 403", resp.Status)
 	}
 	if got := e.published(t, "run-a"); len(got) != 0 {
@@ -90,7 +103,7 @@ func TestConsole_DecisionNeedsCSRF(t *testing.T) {
 	}
 	// The same form with the page's token is accepted: the refusals above
 	// were the token's doing.
-	if resp := decide(t, c, e.srv.URL, "run-a", a.ID, url.Values{"decision": {"deny"}, "hash": {a.Hash}, "csrf": {token}}); resp.StatusCode != http.StatusSeeOther {
+	if resp := decide(t, c, e.base, "run-a", a.ID, url.Values{"decision": {"deny"}, "hash": {a.Hash}, "csrf": {token}}); resp.StatusCode != http.StatusSeeOther {
 		t.Fatalf("post with the page's token: %s, want 303", resp.Status)
 	}
 	if got := e.published(t, "run-a"); len(got) != 1 || got[0].Decision != events.DecisionDeny {
@@ -106,7 +119,7 @@ func TestConsole_HostileTextIsText(t *testing.T) {
 	e := newEnv(t, envConfig{})
 	e.pause(t, "run-a", hostile)
 	c := e.client(t)
-	_, page := get(t, c, e.srv.URL+"/runs/run-a")
+	_, page := get(t, c, e.base+"/runs/run-a")
 	for _, bad := range []string{"<script>alert", "<img", "onerror=\"", "href=\"javascript:", "<a href=\\\"javascript"} {
 		if strings.Contains(page, bad) {
 			t.Errorf("run page holds %q unescaped", bad)
@@ -116,12 +129,12 @@ func TestConsole_HostileTextIsText(t *testing.T) {
 	if !strings.Contains(page, "&lt;script&gt;alert(1)&lt;/script&gt;") || !strings.Contains(page, "onerror=") {
 		t.Errorf("run page does not show the hostile presentation as text")
 	}
-	if strings.Count(page, "<script") != 1 || !strings.Contains(page, `<script src="/static/console.js" defer></script>`) {
+	if strings.Count(page, "<script") != 1 || !strings.Contains(page, `<script src="`+e.console.Path()+`static/console.js" defer></script>`) {
 		t.Errorf("run page has a script other than the console's own file")
 	}
 	// The live list goes out as JSON data for textContent.
 	waitPending(t, e, c, "run-a")
-	_, list := get(t, c, e.srv.URL+"/approvals")
+	_, list := get(t, c, e.base+"/approvals")
 	if strings.Contains(list, "<script>alert") || strings.Contains(list, "<img") {
 		t.Errorf("approvals page holds hostile markup unescaped:\n%s", list)
 	}
@@ -138,13 +151,13 @@ func TestConsole_ModelTextShowsAsWhatItIs(t *testing.T) {
 	c := e.client(t)
 	waitPending(t, e, c, "run-a")
 	for _, u := range []string{"/runs/run-a", "/approvals"} {
-		_, page := get(t, c, e.srv.URL+u)
+		_, page := get(t, c, e.base+u)
 		if shown := visible.String(page); shown != page {
 			i := strings.IndexFunc(page, func(r rune) bool { return visible.String(string(r)) != string(r) })
 			t.Errorf("%s holds a character a browser acts on or hides, at byte %d: %q", u, i, page[max(i-20, 0):min(i+20, len(page))])
 		}
 	}
-	_, page := get(t, c, e.srv.URL+"/runs/run-a")
+	_, page := get(t, c, e.base+"/runs/run-a")
 	for _, want := range []string{`\u202e0001\u202c`, `pay\u200b\u009b`, a.Hash} {
 		if !strings.Contains(page, want) {
 			t.Errorf("decision page lacks %q", want)
@@ -155,7 +168,7 @@ func TestConsole_ModelTextShowsAsWhatItIs(t *testing.T) {
 // liveFeed opens the live approvals feed and returns its data lines.
 func liveFeed(t *testing.T, e *env, c *http.Client) <-chan string {
 	t.Helper()
-	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, e.srv.URL+"/approvals/live", nil)
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, e.base+"/approvals/live", nil)
 	cl := *c
 	cl.Timeout = 0
 	resp, err := cl.Do(req)
@@ -240,16 +253,16 @@ func TestConsole_GrantIsRecordedByDriver(t *testing.T) {
 	e := newEnv(t, envConfig{})
 	a := e.pause(t, "run-a", `{"note":"ship it"}`)
 	c := e.client(t)
-	_, page := get(t, c, e.srv.URL+"/runs/run-a")
+	_, page := get(t, c, e.base+"/runs/run-a")
 	for _, want := range []string{a.Hash, e.console.Operator(), "arbiter.decision.v1", a.ID} {
 		if !strings.Contains(page, want) {
 			t.Errorf("the page does not show %q of what the signature covers", want)
 		}
 	}
 	token := csrf(t, page)
-	resp := decide(t, c, e.srv.URL, "run-a", a.ID, url.Values{"decision": {"grant"}, "hash": {a.Hash}, "csrf": {token}, "reason": {"looked at it"}})
-	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/runs/run-a?published=1" {
-		t.Fatalf("grant: %s to %q, want 303 to /runs/run-a?published=1", resp.Status, resp.Header.Get("Location"))
+	resp := decide(t, c, e.base, "run-a", a.ID, url.Values{"decision": {"grant"}, "hash": {a.Hash}, "csrf": {token}, "reason": {"looked at it"}})
+	if want := e.console.Path() + "runs/run-a?published=1"; resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != want {
+		t.Fatalf("grant: %s to %q, want 303 to %s", resp.Status, resp.Header.Get("Location"), want)
 	}
 	pub := e.published(t, "run-a")
 	if len(pub) != 1 {
@@ -262,13 +275,13 @@ func TestConsole_GrantIsRecordedByDriver(t *testing.T) {
 	if v.Run.Status != projector.Completed || e.send.Count() != 1 {
 		t.Fatalf("after the grant: run %s, send ran %d times; want COMPLETED and 1", v.Run.Status, e.send.Count())
 	}
-	_, page = get(t, c, e.srv.URL+"/runs/run-a")
+	_, page = get(t, c, e.base+"/runs/run-a")
 	if !strings.Contains(page, `<td id="status">COMPLETED</td>`) || !strings.Contains(page, "consumed") {
 		t.Errorf("run page after the grant does not show it completed with the approval consumed")
 	}
 	// A second grant of the same approval is refused: it is no longer
 	// pending, and nothing more is published.
-	resp = decide(t, c, e.srv.URL, "run-a", a.ID, url.Values{"decision": {"grant"}, "hash": {a.Hash}, "csrf": {token}})
+	resp = decide(t, c, e.base, "run-a", a.ID, url.Values{"decision": {"grant"}, "hash": {a.Hash}, "csrf": {token}})
 	if resp.StatusCode != http.StatusConflict {
 		t.Errorf("grant of a consumed approval: %s, want 409", resp.Status)
 	}
@@ -281,7 +294,7 @@ func TestConsole_StaleHashRefused(t *testing.T) {
 	e := newEnv(t, envConfig{})
 	a := e.pause(t, "run-a", `{"note":"x"}`)
 	c := e.client(t)
-	_, page := get(t, c, e.srv.URL+"/runs/run-a")
+	_, page := get(t, c, e.base+"/runs/run-a")
 	for name, form := range map[string]url.Values{
 		"another hash":  {"decision": {"grant"}, "hash": {strings.Repeat("0", 64)}, "csrf": {csrf(t, page)}},
 		"bad decision":  {"decision": {"maybe"}, "hash": {a.Hash}, "csrf": {csrf(t, page)}},
@@ -295,7 +308,7 @@ func TestConsole_StaleHashRefused(t *testing.T) {
 		if name == "bad decision" {
 			want = http.StatusBadRequest
 		}
-		if resp := decide(t, c, e.srv.URL, "run-a", id, form); resp.StatusCode != want {
+		if resp := decide(t, c, e.base, "run-a", id, form); resp.StatusCode != want {
 			t.Errorf("%s: %s, want %d", name, resp.Status, want)
 		}
 	}
@@ -315,12 +328,12 @@ func TestConsole_BadInputIsNamed(t *testing.T) {
 		"/?since=2026-12-02&until=2026-12-01": "before since",
 		"/runs/bad%20id":                      "run id",
 	} {
-		code, body := get(t, c, e.srv.URL+q)
+		code, body := get(t, c, e.base+q)
 		if code != http.StatusBadRequest || !strings.Contains(body, want) {
 			t.Errorf("GET %s: %d %q, want 400 naming %q", q, code, body, want)
 		}
 	}
-	if code, _ := get(t, c, e.srv.URL+"/runs/nothere"); code != http.StatusNotFound {
+	if code, _ := get(t, c, e.base+"/runs/nothere"); code != http.StatusNotFound {
 		t.Errorf("GET an unknown run: %d, want 404", code)
 	}
 }
@@ -359,21 +372,21 @@ func TestConsole_BrokenRunShownNotDecided(t *testing.T) {
 	e := newEnv(t, envConfig{})
 	a := e.pause(t, "run-b", `{"note":"x"}`)
 	c := e.client(t)
-	_, page := get(t, c, e.srv.URL+"/runs/run-b")
+	_, page := get(t, c, e.base+"/runs/run-b")
 	token := csrf(t, page)
 	// A worker-user client stores garbage on the run's subjects.
 	if _, err := e.log.JetStream().Publish(t.Context(), e.log.Subject("run-b", events.StepDecided), []byte(`{"not":"an event"}`)); err != nil {
 		t.Fatal(err)
 	}
-	code, page := get(t, c, e.srv.URL+"/runs/run-b")
+	code, page := get(t, c, e.base+"/runs/run-b")
 	if code != http.StatusOK || !strings.Contains(page, `id="broken"`) || !strings.Contains(page, "BROKEN") || strings.Contains(page, `id="decide-form"`) {
 		t.Errorf("broken run page: %d\n%s", code, page)
 	}
-	_, list := get(t, c, e.srv.URL+"/")
+	_, list := get(t, c, e.base+"/")
 	if !strings.Contains(list, `<tr class="broken">`) {
 		t.Errorf("the list does not show run-b as broken:\n%s", list)
 	}
-	resp := decide(t, c, e.srv.URL, "run-b", a.ID, url.Values{"decision": {"grant"}, "hash": {a.Hash}, "csrf": {token}})
+	resp := decide(t, c, e.base, "run-b", a.ID, url.Values{"decision": {"grant"}, "hash": {a.Hash}, "csrf": {token}})
 	if resp.StatusCode != http.StatusConflict {
 		t.Errorf("grant on a broken run: %s, want 409", resp.Status)
 	}

@@ -57,6 +57,9 @@ type env struct {
 	ops     approvals.Operators
 	console *console.Server
 	srv     *httptest.Server
+	// base is where the console's pages are: the server's URL and the
+	// console's path, without its final slash (base + "/runs/x").
+	base string
 }
 
 type envConfig struct {
@@ -138,6 +141,7 @@ func newEnv(t *testing.T, ec envConfig) *env {
 	})
 	e.srv = httptest.NewServer(e.console.Handler())
 	t.Cleanup(e.srv.Close)
+	e.base = e.srv.URL + strings.TrimSuffix(e.console.Path(), "/")
 	return e
 }
 
@@ -196,7 +200,7 @@ func (e *env) client(t *testing.T) *http.Client {
 	t.Helper()
 	jar, _ := cookiejar.New(nil)
 	c := &http.Client{Jar: jar, Timeout: 10 * time.Second}
-	resp, err := c.Get(e.srv.URL + "/?token=" + url.QueryEscape(e.console.Token()))
+	resp, err := c.Get(e.base + "/?token=" + url.QueryEscape(e.console.Token()))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -112,7 +112,7 @@ func TestList_Filters(t *testing.T) {
 	}
 	// The page renders the filter's result.
 	c := e.client(t)
-	code, body := get(t, c, e.srv.URL+"/?status=WAITING_FOR_APPROVAL")
+	code, body := get(t, c, e.base+"/?status=WAITING_FOR_APPROVAL")
 	if code != http.StatusOK || !strings.Contains(body, "wait-2") || strings.Contains(body, "done-a1") {
 		t.Errorf("filtered page: %d\n%s", code, body)
 	}

@@ -124,7 +124,7 @@ func (s *Server) handleRuns(w http.ResponseWriter, r *http.Request) {
 	if page.Next != "" {
 		q := r.URL.Query()
 		q.Set("after", page.Next)
-		data.NextURL = "/?" + q.Encode()
+		data.NextURL = s.base + "?" + q.Encode()
 	}
 	s.render(w, http.StatusOK, "runs.html", data)
 }
@@ -275,7 +275,7 @@ func (s *Server) handleDecide(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, err)
 		return
 	}
-	http.Redirect(w, r, "/runs/"+run+"?published="+strconv.FormatUint(seq, 10), http.StatusSeeOther)
+	http.Redirect(w, r, s.base+"runs/"+run+"?published="+strconv.FormatUint(seq, 10), http.StatusSeeOther)
 }
 
 // Decide signs decision (grant or deny) on approval id of run, which must

@@ -52,7 +52,7 @@ func runConsole(ctx context.Context, args []string, out io.Writer) error {
 	if a, ok := ln.Addr().(*net.TCPAddr); ok && !a.IP.IsLoopback() {
 		fmt.Fprintf(out, "warning: serving on %s, not loopback: anyone who sees the URL below can decide as this operator\n", ln.Addr())
 	}
-	fmt.Fprintf(out, "console for operator %s\nopen http://%s/?token=%s\n", s.Operator(), ln.Addr(), s.Token())
+	fmt.Fprintf(out, "console for operator %s\nopen http://%s%s?token=%s\n", s.Operator(), ln.Addr(), s.Path(), s.Token())
 	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("console: %w", err)
 	}

@@ -15,7 +15,7 @@ import (
 	"github.com/arbiter-run/arbiter/testkit"
 )
 
-var consoleURL = regexp.MustCompile(`open (http://127\.0\.0\.1:\d+/\?token=\S+)`)
+var consoleURL = regexp.MustCompile(`open (http://127\.0\.0\.1:\d+/c/[A-Za-z0-9_-]{22}/\?token=\S+)`)
 
 // TestConsole_ServesThePrintedURL: `arbiter console` prints a URL with its
 // token, serves the run list there, refuses a request without it, and

@@ -6,7 +6,7 @@
 function pendingItem(p) {
   const li = document.createElement("li");
   const a = document.createElement("a");
-  a.href = "/runs/" + encodeURIComponent(p.run);
+  a.href = document.body.dataset.base + "runs/" + encodeURIComponent(p.run);
   a.textContent = "run " + p.run;
   li.appendChild(a);
   li.appendChild(document.createTextNode(": approval "));
@@ -29,7 +29,7 @@ function pendingItem(p) {
 
 function followApprovals() {
   const list = document.getElementById("pending");
-  const es = new EventSource("/approvals/live");
+  const es = new EventSource(document.body.dataset.base + "approvals/live");
   es.addEventListener("pending", (ev) => {
     const items = JSON.parse(ev.data) || [];
     list.replaceChildren();
@@ -49,7 +49,7 @@ function followApprovals() {
 function followRun() {
   const run = document.body.dataset.run;
   const count = document.body.dataset.count;
-  const es = new EventSource("/runs/" + encodeURIComponent(run) + "/live");
+  const es = new EventSource(document.body.dataset.base + "runs/" + encodeURIComponent(run) + "/live");
   es.addEventListener("tail", (ev) => {
     const reason = document.getElementById("reason");
     if (ev.data !== count && !(reason && reason.value !== "")) {
