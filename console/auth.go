@@ -18,10 +18,11 @@ const csp = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 's
 	"form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
 
 // guard sets the security headers on every response and refuses a request
-// without the access token (401) and a decision without the CSRF token
-// (403). A request carrying the token in its query (the printed URL) gets
-// it as a cookie and is redirected to the same page without it, so the
-// token does not stay in the address bar or history. Everything is served
+// without the access cookie (401) and a decision without the CSRF token
+// (403). The first request carrying the token in its query (the printed
+// URL) gets the session cookie and is redirected to the same page without
+// the token; the token opens nothing after that, since the browser keeps
+// the URL in its history. Everything is served
 // under the console's path (see [Server.Path]), to which the cookie is
 // scoped: a browser keeps a cookie for a host whatever its port, and would
 // otherwise send the token to any other server on 127.0.0.1 it visits.
@@ -44,7 +45,13 @@ func (s *Server) guard(next http.Handler) http.Handler {
 				http.Error(w, "wrong access token: open the URL `arbiter console` printed", http.StatusUnauthorized)
 				return
 			}
-			http.SetCookie(w, &http.Cookie{Name: cookieName, Value: s.token, Path: s.base, HttpOnly: true, SameSite: http.SameSiteStrictMode})
+			if !s.opened.CompareAndSwap(false, true) {
+				// The URL is in the history of the browser that opened it:
+				// it must not open the console again.
+				http.Error(w, "this URL has been opened already, and opens the console once: go on in the browser that opened it, or start `arbiter console` again for a new URL", http.StatusUnauthorized)
+				return
+			}
+			http.SetCookie(w, &http.Cookie{Name: cookieName, Value: s.session, Path: s.base, HttpOnly: true, SameSite: http.SameSiteStrictMode})
 			u := *r.URL
 			v := u.Query()
 			v.Del("token")
@@ -53,7 +60,7 @@ func (s *Server) guard(next http.Handler) http.Handler {
 			return
 		}
 		c, err := r.Cookie(cookieName)
-		if err != nil || !equal(c.Value, s.token) {
+		if err != nil || !equal(c.Value, s.session) {
 			http.Error(w, "no access token: open the URL `arbiter console` printed", http.StatusUnauthorized)
 			return
 		}

@@ -27,6 +27,13 @@ var screenshots = flag.String("screenshots", "", "directory the browser tests wr
 // not installed, except in CI, where .ci/run installs it.
 func browser(t *testing.T, dialogs *atomic.Int32) context.Context {
 	t.Helper()
+	return browserWith(t, dialogs)
+}
+
+// browserWith is browser with more options for Chromium (a profile
+// directory of the test's own, say).
+func browserWith(t *testing.T, dialogs *atomic.Int32, extra ...chromedp.ExecAllocatorOption) context.Context {
+	t.Helper()
 	path := ""
 	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
 		if p, err := exec.LookPath(name); err == nil {
@@ -42,6 +49,7 @@ func browser(t *testing.T, dialogs *atomic.Int32) context.Context {
 	}
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(path), chromedp.NoSandbox, chromedp.DisableGPU, chromedp.WindowSize(1280, 1000))
+	opts = append(opts, extra...)
 	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancelB := chromedp.NewContext(actx)
 	t.Cleanup(func() { cancelB(); cancelA() })
@@ -250,6 +258,54 @@ func TestBrowser_TokenStaysWithTheConsole(t *testing.T) {
 	}
 	// The console, visited again, still knows the browser.
 	run(t, ctx, "back to the console", chromedp.Navigate(e.base+"/runs/run-a"), chromedp.WaitVisible(chromedp.CSS("#decide")))
+	if n := dialogs.Load(); n != 0 {
+		t.Errorf("%d dialogs opened", n)
+	}
+}
+
+// TestBrowser_PrintedURLOpensOnce: Chromium keeps the printed URL, token
+// and all, in its profile (history, sessions) although the console
+// redirects it away at once. Whoever reads those files must not find a
+// working credential there: the URL opened the console once, for that
+// browser, and opens nothing again.
+func TestBrowser_PrintedURLOpensOnce(t *testing.T) {
+	e := newEnv(t, envConfig{})
+	var dialogs atomic.Int32
+	profile := t.TempDir()
+	ctx := browserWith(t, &dialogs, chromedp.UserDataDir(profile))
+	e.pause(t, "run-a", `{"note":"x"}`)
+	printed := e.base + "/?token=" + e.console.Token()
+	run(t, ctx, "open the printed URL", chromedp.Navigate(printed))
+	waitText(t, ctx, "#runs tbody", "run-a")
+	if loc := evaluate[string](t, ctx, `location.href`); strings.Contains(loc, e.console.Token()) {
+		t.Errorf("the address bar still holds the token: %s", loc)
+	}
+	run(t, ctx, "open the run", chromedp.Navigate(e.base+"/runs/run-a"), chromedp.WaitVisible(chromedp.CSS("#decide")))
+	// Quit the browser as a person would, so it writes its profile out.
+	c, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	if err := chromedp.Cancel(c); err != nil {
+		t.Fatalf("close chromium: %v", err)
+	}
+	var kept []string
+	_ = filepath.WalkDir(profile, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return nil
+		}
+		if b, err := os.ReadFile(p); err == nil && strings.Contains(string(b), e.console.Token()) {
+			rel, _ := filepath.Rel(profile, p)
+			kept = append(kept, rel)
+		}
+		return nil
+	})
+	if len(kept) == 0 {
+		t.Fatalf("no file of the profile holds the printed URL's token: the test no longer shows what it guards against")
+	}
+	t.Logf("profile files holding the printed URL: %q", kept)
+	code, body := get(t, &http.Client{Timeout: 10 * time.Second}, printed)
+	if code != http.StatusUnauthorized || strings.Contains(body, "run-a") {
+		t.Errorf("the printed URL, read back from the profile and opened by another client: %d %q, want 401", code, body)
+	}
 	if n := dialogs.Load(); n != 0 {
 		t.Errorf("%d dialogs opened", n)
 	}

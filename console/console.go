@@ -10,6 +10,7 @@ import (
 	"html/template"
 	"io/fs"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/arbiter-run/arbiter/client"
@@ -103,7 +104,9 @@ func (c Config) Validate() error {
 type Server struct {
 	cfg      Config
 	operator string
-	token    string
+	token    string // printed; opens the console once (see guard)
+	opened   atomic.Bool
+	session  string // the cookie's value, given to the browser that opened it
 	csrf     string
 	// base is the path every page is served under, "/c/<random>/": the
 	// access cookie is scoped to it, so a browser sends the cookie to the
@@ -128,7 +131,7 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("console templates: %w", err)
 	}
-	s := &Server{cfg: cfg, operator: pub, token: random(), csrf: random(), base: base, tmpl: tmpl, client: client.New(cfg.Log, cfg.Queue)}
+	s := &Server{cfg: cfg, operator: pub, token: random(), session: random(), csrf: random(), base: base, tmpl: tmpl, client: client.New(cfg.Log, cfg.Queue)}
 	s.pending = newPendingFeed(s.client, cfg.Poll)
 	return s, nil
 }
@@ -139,8 +142,11 @@ func random() string {
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
-// Token is the access token: open Path() + "?token=" + Token() once, and
-// the browser keeps it as a cookie scoped to Path().
+// Token is the access token: open Path() + "?token=" + Token(), and the
+// browser is given a session cookie scoped to Path(). It works once: a
+// browser keeps the URL it opened in its history and session files, where
+// it would otherwise stay a working credential for as long as the console
+// runs. Another browser needs another console.
 func (s *Server) Token() string { return s.token }
 
 // Path is the path every page is served under, "/c/<random>/", fresh for

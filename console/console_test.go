@@ -31,25 +31,31 @@ func TestConsole_TokenRequired(t *testing.T) {
 		}
 	}
 	// The printed URL sets the cookie and drops the token from the address.
-	resp, err := plain.Get(e.base + "/runs/run-a?token=" + url.QueryEscape(e.console.Token()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if want := e.console.Path() + "runs/run-a"; resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != want {
-		t.Errorf("printed URL: %s to %q, want 303 to %s", resp.Status, resp.Header.Get("Location"), want)
-	}
-	// The cookie holds the token for the console's path only: a browser
-	// keeps cookies per host, not per port, and would otherwise hand the
-	// token to every other server on 127.0.0.1 it visits.
-	cookies := resp.Cookies()
-	if len(cookies) != 1 || cookies[0].Path != e.console.Path() || !cookies[0].HttpOnly || cookies[0].SameSite != http.SameSiteStrictMode {
-		t.Errorf("cookies set: %+v, want one, HttpOnly and SameSite=Strict, for path %s", cookies, e.console.Path())
-	}
 	c := e.client(t)
+	// The cookie is the session's, not the printed token, and is for the
+	// console's path only: a browser keeps cookies per host, not per port,
+	// and would otherwise hand it to every other server on 127.0.0.1 it
+	// visits.
+	u, _ := url.Parse(e.base + "/")
+	cookies := c.Jar.Cookies(u)
+	if len(cookies) != 1 || cookies[0].Value == e.console.Token() {
+		t.Errorf("cookies held: %+v, want one session cookie that is not the printed token", cookies)
+	}
 	code, body := get(t, c, e.base+"/runs/run-a")
 	if code != http.StatusOK || !strings.Contains(body, "WAITING_FOR_APPROVAL") {
 		t.Errorf("GET the run with the cookie: %d\n%s", code, body)
+	}
+	// The printed URL opens the console once: the browser that opened it
+	// keeps it in its history, where anyone reading it would otherwise find
+	// a working credential.
+	for _, path := range []string{"/", "/runs/run-a"} {
+		code, body := get(t, plain, e.base+path+"?token="+url.QueryEscape(e.console.Token()))
+		if code != http.StatusUnauthorized || !strings.Contains(body, "opened already") || strings.Contains(body, "WAITING") {
+			t.Errorf("the printed URL opened again at %s: %d %q, want 401 saying it was opened already", path, code, body)
+		}
+	}
+	if code, _ := get(t, c, e.base+"/runs/run-a"); code != http.StatusOK {
+		t.Errorf("the browser that opened the console, after the URL was tried again: %d, want 200", code)
 	}
 	// Nothing is served outside the console's path, token or not.
 	for _, path := range []string{"/", "/runs/run-a", "/approvals", "/c/" + strings.Repeat("A", 22) + "/runs/run-a"} {

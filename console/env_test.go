@@ -200,13 +200,29 @@ func (e *env) client(t *testing.T) *http.Client {
 	t.Helper()
 	jar, _ := cookiejar.New(nil)
 	c := &http.Client{Jar: jar, Timeout: 10 * time.Second}
+	var first *http.Response
+	c.CheckRedirect = func(req *http.Request, via []*http.Request) error {
+		if first == nil {
+			first = req.Response
+		}
+		return nil
+	}
 	resp, err := c.Get(e.base + "/?token=" + url.QueryEscape(e.console.Token()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
+	c.CheckRedirect = nil
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("opening the printed URL: %s", resp.Status)
+	}
+	// It answered with a redirect to the same page without the token, and
+	// a session cookie for the console's path alone.
+	if first == nil || first.StatusCode != http.StatusSeeOther || first.Header.Get("Location") != e.console.Path() {
+		t.Fatalf("opening the printed URL: first answer %v, want 303 to %s", first, e.console.Path())
+	}
+	if cs := first.Cookies(); len(cs) != 1 || cs[0].Path != e.console.Path() || !cs[0].HttpOnly || cs[0].SameSite != http.SameSiteStrictMode {
+		t.Fatalf("cookies set: %+v, want one, HttpOnly and SameSite=Strict, for path %s", cs, e.console.Path())
 	}
 	return c
 }
