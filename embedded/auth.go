@@ -125,18 +125,27 @@ func WorkerPermissions(s Subjects) *server.Permissions {
 
 // OperatorPermissions lets an operator publish signed decisions (on
 // arb.decide.<run>, one token per run), nudge the work queue (arb.work.<run>),
-// and read the runs streams and the decisions stream with info and message
-// gets, and nothing else: no run subject of any shard layout, no consumer
-// API at all (so no consumer of anyone's can be created, changed, deleted or
-// drained), no stream or bucket management, no snapshot. It receives replies
-// on [OperatorInbox] only.
+// read the runs streams with info and message gets, and the decisions
+// stream with info and the API's message get only, and nothing else: no run
+// subject of any shard layout, no consumer API at all (so no consumer of
+// anyone's can be created, changed, deleted or drained), no stream or
+// bucket management, no snapshot. It receives replies on [OperatorInbox]
+// only.
+//
+// No direct get of the decisions stream: the operator chooses the header
+// block of what it publishes there, and a direct get's reply, sent to a
+// reply subject of its choosing (NATS does not check it), would store that
+// block where a stream listens: a block that ends early hides the headers
+// the server adds after it from the NATS client, and the publisher's own
+// take their place (docs/adr/0024). The API's message get answers with
+// JSON, whose relay is garbage with no headers.
 func OperatorPermissions(s Subjects) *server.Permissions {
 	s = s.withDefaults()
 	allow := []string{s.DecisionPrefix + ".*", s.WorkPrefix + ".*", "$JS.API.INFO"}
 	for _, st := range s.runStreams() {
 		allow = append(allow, reads(st)...)
 	}
-	allow = append(allow, reads(s.DecisionStream)...)
+	allow = append(allow, "$JS.API.STREAM.INFO."+s.DecisionStream, "$JS.API.STREAM.MSG.GET."+s.DecisionStream)
 	return &server.Permissions{
 		Publish:   &server.SubjectPermission{Allow: allow},
 		Subscribe: &server.SubjectPermission{Allow: []string{OperatorInbox + ".>"}},

@@ -2,8 +2,8 @@ package embedded_test
 
 import (
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
+	"reflect"
 	"testing"
 	"time"
 
@@ -16,33 +16,43 @@ import (
 
 // relays are the ways the operator user has the server store a message on
 // a subject it may not publish on: a JetStream API reply sent to that
-// subject as the request's reply. A stream's info is a JSON body; a direct
-// get of a message it published on arb.decide.* (which it may) is that
-// message's exact bytes, with its headers (and the server's, naming the
-// decisions stream) or with none at all.
-var relays = []string{"stream info", "direct get with its headers", "direct get with no headers"}
+// subject as the request's reply. A stream's info and the API's message
+// get of a decision are JSON bodies; a direct get of a run's event (the
+// runs streams are the only ones it may direct-get, and only workers write
+// them) is that event's exact bytes, with its headers and the server's, or
+// with none at all. What it cannot do any more is serve a header block of
+// its own choosing (see TestPermissions_OperatorServesNoHeaderBlockOfItsOwn).
+var relays = []string{"stream info", "message get of a decision", "direct get with its headers", "direct get with no headers"}
 
-// relay has the operator store data on target (a subject of stream) by
+// relay has the operator store a reply on target (a subject of stream) by
 // the relay named, and waits until the store happened: the stream's last
-// sequence moves (its count may not: a bucket keeps one message a key). A relay that stored nothing would make the test guard
-// nothing, and fails it.
-func (e *authEnv) relay(t *testing.T, relay, stream, target string, data []byte, hdr nats.Header) {
+// sequence moves (its count may not: a bucket keeps one message a key). A
+// relay that stored nothing would make the test guard nothing, and fails
+// it. The direct gets copy the run's first event; the message get, a
+// decision the operator publishes for it.
+func (e *authEnv) relay(t *testing.T, relay, stream, target string) {
 	t.Helper()
 	ctx := t.Context()
 	var req *nats.Msg
 	switch relay {
 	case "stream info":
 		req = &nats.Msg{Subject: "$JS.API.STREAM.INFO." + decisions.Stream(e.log), Reply: target}
-	default:
-		ack, err := e.operator.js.PublishMsg(ctx, &nats.Msg{Subject: decisions.Subject(e.log, "carrier-"+events.NewID()), Data: data, Header: hdr})
+	case "message get of a decision":
+		ack, err := e.operator.js.Publish(ctx, decisions.Subject(e.log, "carrier-"+events.NewID()), []byte(`{"decision":"grant"}`))
 		if err != nil {
 			t.Fatal(err)
 		}
-		body := fmt.Sprintf(`{"seq":%d}`, ack.Sequence)
-		if relay == "direct get with no headers" {
-			body = fmt.Sprintf(`{"seq":%d,"no_hdr":true}`, ack.Sequence)
+		req = &nats.Msg{Subject: "$JS.API.STREAM.MSG.GET." + decisions.Stream(e.log), Reply: target, Data: fmt.Appendf(nil, `{"seq":%d}`, ack.Sequence)}
+	default:
+		recs, _, err := e.log.Read(ctx, e.run)
+		if err != nil {
+			t.Fatal(err)
 		}
-		req = &nats.Msg{Subject: "$JS.API.DIRECT.GET." + decisions.Stream(e.log), Reply: target, Data: []byte(body)}
+		body := fmt.Sprintf(`{"seq":%d}`, recs[0].StreamSeq)
+		if relay == "direct get with no headers" {
+			body = fmt.Sprintf(`{"seq":%d,"no_hdr":true}`, recs[0].StreamSeq)
+		}
+		req = &nats.Msg{Subject: "$JS.API.DIRECT.GET." + recs[0].Stream, Reply: target, Data: []byte(body)}
 	}
 	before := e.streamLastSeq(t, stream)
 	if err := e.operator.nc.PublishMsg(req); err != nil {
@@ -60,12 +70,10 @@ func (e *authEnv) relay(t *testing.T, relay, stream, target string, data []byte,
 
 // TestPermissions_ARelayedReplyIsNeverARateCount: the fleet-wide rate
 // windows of rules files count calls in a bucket only workers may write.
-// The operator user can still have the server store a message on a
-// window's key, with a JetStream API reply: here "0", the count of a
-// window nobody used, after the window's limit was reached. A window that
-// believed it would let the policy allow calls beyond the limit. It is
-// refused, with the window's key named: the rule fails closed, so no
-// further call is counted as allowed.
+// The operator user can still have the server store a reply of its own on
+// a window's key, after the window's limit was reached; the count it
+// replaced is gone. The window is refused, with its key named: the rule
+// fails closed, and no call past the limit is counted as allowed.
 func TestPermissions_ARelayedReplyIsNeverARateCount(t *testing.T) {
 	for _, relay := range relays {
 		t.Run(relay, func(t *testing.T) {
@@ -87,10 +95,10 @@ func TestPermissions_ARelayedReplyIsNeverARateCount(t *testing.T) {
 			if _, ok, err := w.Take(ctx, key, limit); err != nil || ok {
 				t.Fatalf("a take over the limit: ok %v, err %v, want refused", ok, err)
 			}
-			e.relay(t, relay, "KV_"+layout.RatesBucket, "$KV."+layout.RatesBucket+"."+key, []byte("0"), nil)
+			e.relay(t, relay, "KV_"+layout.RatesBucket, "$KV."+layout.RatesBucket+"."+key)
 			n, ok, err := w.Take(ctx, key, limit)
 			if ok {
-				t.Fatalf("after a %s relay of %q onto the window, a take over its limit of %d was allowed (counted %d)", relay, "0", limit, n)
+				t.Fatalf("after a %s relay onto the window, a take over its limit of %d was allowed (counted %d)", relay, limit, n)
 			}
 			if err == nil {
 				t.Fatalf("after a %s relay onto the window, the take was refused (counted %d) with no error: the window's count is no longer known and should say so", relay, n)
@@ -103,10 +111,8 @@ func TestPermissions_ARelayedReplyIsNeverARateCount(t *testing.T) {
 // TestPermissions_ARelayedReplyIsNeverASnapshot: a snapshot only speeds up
 // a worker's load, but what it holds is what the agent is shown when it
 // decides a new step. The operator user may not write the snapshot bucket,
-// and cannot have the server store one there either: a relayed copy of
-// the run's own snapshot with an observation the run never recorded (the
-// model would read it as the tool's answer) is not loaded; the worker
-// folds the run from its events.
+// and what it has the server store on a run's key is not loaded: the
+// worker folds the run from its events, and the view is the events'.
 func TestPermissions_ARelayedReplyIsNeverASnapshot(t *testing.T) {
 	for _, relay := range relays {
 		t.Run(relay, func(t *testing.T) {
@@ -122,24 +128,16 @@ func TestPermissions_ARelayedReplyIsNeverASnapshot(t *testing.T) {
 			if _, from, err := e.snaps.Load(ctx, e.d, e.run); err != nil || !from {
 				t.Fatalf("the worker's own snapshot: from snapshot %v, err %v: want it loaded", from, err)
 			}
-			// The crafted snapshot: the run's view, a word changed where
-			// the agent reads it.
-			v := r.View()
-			v.Run.Actor = &events.Actor{ID: "root", Roles: []string{"admin"}}
-			crafted, err := json.Marshal(map[string]any{"tail": r.Tail(), "view": v})
-			if err != nil {
-				t.Fatal(err)
-			}
-			e.relay(t, relay, "KV_"+layout.ViewsBucket, "$KV."+layout.ViewsBucket+"."+e.run, crafted, nil)
+			e.relay(t, relay, "KV_"+layout.ViewsBucket, "$KV."+layout.ViewsBucket+"."+e.run)
 			got, from, err := e.snaps.Load(ctx, e.d, e.run)
 			if err != nil {
 				t.Fatalf("load after a %s relay onto the snapshot: %v, want the run folded from its events", relay, err)
 			}
 			if from {
-				t.Fatalf("after a %s relay onto the snapshot, the worker loaded it (actor %+v): want the run folded from its events", relay, got.View().Run.Actor)
+				t.Fatalf("after a %s relay onto the snapshot, the worker loaded it: want the run folded from its events", relay)
 			}
-			if a := got.View().Run.Actor; a != nil && a.ID == "root" {
-				t.Fatalf("the loaded view holds the crafted actor %+v", a)
+			if !reflect.DeepEqual(got.View(), r.View()) {
+				t.Fatalf("after a %s relay onto the snapshot, the view is not the events'", relay)
 			}
 		})
 	}
@@ -148,10 +146,11 @@ func TestPermissions_ARelayedReplyIsNeverASnapshot(t *testing.T) {
 // TestPermissions_ARelayedReplyIsNeverAnOffer: the agents registry says
 // which agents live workers offer, and the actor a new run of an agent is
 // created with when its starter names none. The operator user cannot
-// have the server store an offer there: a relayed offer of agent "billing"
-// that gives its runs the actor "root" with the role admin is neither an
-// offer nor a default; the one live worker offers only its default agent,
-// whose runs get no actor.
+// have the server store an offer there: what it relays onto a key of agent
+// "billing" (a run's event as JSON, with no header, reads as an offer
+// with no defaults to a reader that does not look for the writer's mark)
+// is no offer; the one live worker offers only its default agent, whose
+// runs get no actor.
 func TestPermissions_ARelayedReplyIsNeverAnOffer(t *testing.T) {
 	for _, relay := range relays {
 		t.Run(relay, func(t *testing.T) {
@@ -172,12 +171,8 @@ func TestPermissions_ARelayedReplyIsNeverAnOffer(t *testing.T) {
 				}
 				time.Sleep(20 * time.Millisecond)
 			}
-			offer, err := json.Marshal(map[string]any{"agent": "billing", "actor": map[string]any{"id": "root", "roles": []string{"admin"}}})
-			if err != nil {
-				t.Fatal(err)
-			}
 			target := "$KV." + layout.AgentsBucket + "." + hex.EncodeToString([]byte("billing")) + ".forged"
-			e.relay(t, relay, "KV_"+layout.AgentsBucket, target, offer, nil)
+			e.relay(t, relay, "KV_"+layout.AgentsBucket, target)
 			body := events.RunCreatedBody{Agent: "billing"}
 			if err := e.q.ApplyDefaults(ctx, &body); err != nil {
 				t.Fatalf("defaults after a %s relay onto the registry: %v", relay, err)

@@ -27,7 +27,8 @@ func ServerConf(s Subjects) string {
 		},
 		"operator": {
 			"runs cmd/arbiter: publishes signed decisions on arb.decide.<run>",
-			"and nudges; reads the runs and decisions streams with direct gets.",
+			"and nudges; reads the runs streams with direct gets, the decisions",
+			"stream with the API's message get only (no direct get: ADR 0024).",
 			"No run subject, no consumer API, no management.",
 		},
 		"admin": {

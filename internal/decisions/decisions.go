@@ -11,6 +11,7 @@ package decisions
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/arbiter-run/arbiter/events"
@@ -28,16 +29,34 @@ func Subject(log *events.Log, run string) string { return log.Config().DecisionP
 
 // Read returns the messages published for run on log's decisions stream
 // after stream sequence after, in order, at most max (1..1024), raw: the
-// reader verifies them.
+// reader verifies them. Each is read with the API's message get
+// ([jsinbox.Inbox.MsgGet]), so its sequence and body are the server's
+// JSON fields and nothing of its header block is read: the operator user
+// chooses the header block of what it publishes here, and a block that
+// ends early would make a direct get's reply read as a "not found", hiding
+// every decision after it. Such a message is read for its body like any
+// other (and refused by the reader as garbage).
 func Read(ctx context.Context, log *events.Log, run string, after uint64, max int) ([]*jetstream.RawStreamMsg, error) {
 	if err := events.ValidRunID(run); err != nil {
 		return nil, err
 	}
-	msgs, err := jsinbox.GetBatch(ctx, log.JetStream(), Stream(log), after+1, max, Subject(log, run))
+	inbox, err := jsinbox.For(log.JetStream().Conn())
 	if err != nil {
 		return nil, fmt.Errorf("read decisions of run %s: %w", run, err)
 	}
-	return msgs, nil
+	var out []*jetstream.RawStreamMsg
+	for seq := after + 1; len(out) < max; {
+		m, err := inbox.MsgGet(ctx, jsinbox.APIPrefix(log.JetStream()), Stream(log), seq, Subject(log, run))
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read decisions of run %s: %w", run, err)
+		}
+		out = append(out, m)
+		seq = m.Sequence + 1
+	}
+	return out, nil
 }
 
 // Publish stores data, an operator's signed decision encoded as JSON, on
