@@ -3,6 +3,7 @@ package console
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"embed"
 	"encoding/base64"
 	"errors"
@@ -108,10 +109,10 @@ type Server struct {
 	opened   atomic.Bool
 	session  string // the cookie's value, given to the browser that opened it
 	csrf     string
-	// base is the path every page is served under, "/c/<random>/": the
-	// access cookie is scoped to it, so a browser sends the cookie to the
-	// console and to no other server on the same host (a cookie is not
-	// scoped to a port, but is to a path).
+	// base is the path every page is served under (see Path): the access
+	// cookie is scoped to it, so a browser sends the cookie to the console
+	// and to no other server on the same host (a cookie is not scoped to a
+	// port, but is to a path).
 	base    string
 	tmpl    *template.Template
 	pending *pendingFeed
@@ -126,7 +127,10 @@ func New(cfg Config) (*Server, error) {
 	}
 	cfg = cfg.withDefaults()
 	pub, _ := cfg.Key.PublicKey()
-	base := "/c/" + random()[:22] + "/"
+	base, err := pathOf(cfg.Key)
+	if err != nil {
+		return nil, err
+	}
 	tmpl, err := template.New("").Funcs(funcs).Funcs(template.FuncMap{"base": func() string { return base }}).ParseFS(templateFS, "templates/*.html")
 	if err != nil {
 		return nil, fmt.Errorf("console templates: %w", err)
@@ -134,6 +138,19 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{cfg: cfg, operator: pub, token: random(), session: random(), csrf: random(), base: base, tmpl: tmpl, client: client.New(cfg.Log, cfg.Queue)}
 	s.pending = newPendingFeed(s.client, cfg.Poll)
 	return s, nil
+}
+
+// pathOf is the console's path for the operator key k: "/c/" and 22
+// characters of a hash of its seed. It is the same each time the console
+// runs with the key (so notices can link under it), and nobody without the
+// seed can tell it.
+func pathOf(k nkeys.KeyPair) (string, error) {
+	seed, err := k.Seed()
+	if err != nil {
+		return "", fmt.Errorf("console path: %w", err)
+	}
+	sum := sha256.Sum256(append([]byte("arbiter console path\x00"), seed...))
+	return "/c/" + base64.RawURLEncoding.EncodeToString(sum[:])[:22] + "/", nil
 }
 
 func random() string {
@@ -149,9 +166,11 @@ func random() string {
 // runs. Another browser needs another console.
 func (s *Server) Token() string { return s.token }
 
-// Path is the path every page is served under, "/c/<random>/", fresh for
-// each console: the runs list is Path() itself, a run Path() + "runs/<id>".
-// Anything outside it is not found.
+// Path is the path every page is served under, "/c/<22 characters>/",
+// derived from the operator key's seed: the same each time the console
+// runs with that key, and unknown to anyone without it. The runs list is
+// Path() itself, a run Path() + "runs/<id>". Anything outside it is not
+// found.
 func (s *Server) Path() string { return s.base }
 
 // Operator is the public key decisions are signed with.

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -425,5 +426,35 @@ func TestConsole_CancelledRunLeavesTheFeed(t *testing.T) {
 	}
 	if l := next(t, lines); l != "[]" {
 		t.Errorf("after the cancellation the feed says %s, want []", l)
+	}
+}
+
+// TestConsole_PathIsTheKeys: the console's path is the same each time it
+// runs with one operator key (a notice links under it), another for
+// another key, and no random token: a fresh console with the same key has
+// the same path and a new access token.
+func TestConsole_PathIsTheKeys(t *testing.T) {
+	e := newEnv(t, envConfig{})
+	q := fleet.NewQueue(e.log.JetStream(), fleet.Config{})
+	again, err := console.New(console.Config{Log: e.log, Queue: q, Key: e.key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.Path() != e.console.Path() || again.Token() == e.console.Token() {
+		t.Errorf("same key: path %s and %s, tokens equal %v; want one path, two tokens", again.Path(), e.console.Path(), again.Token() == e.console.Token())
+	}
+	other, err := nkeys.CreateUser()
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, err := console.New(console.Config{Log: e.log, Queue: q, Key: other})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Path() == e.console.Path() {
+		t.Errorf("two keys share the path %s", o.Path())
+	}
+	if !regexp.MustCompile(`^/c/[A-Za-z0-9_-]{22}/$`).MatchString(o.Path()) {
+		t.Errorf("path %q, want /c/ and 22 URL-safe characters", o.Path())
 	}
 }

@@ -57,6 +57,7 @@ type env struct {
 	ops     approvals.Operators
 	console *console.Server
 	srv     *httptest.Server
+	key     nkeys.KeyPair
 	// base is where the console's pages are: the server's URL and the
 	// console's path, without its final slash (base + "/runs/x").
 	base string
@@ -104,6 +105,7 @@ func newEnv(t *testing.T, ec envConfig) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
+	e.key = kp
 	pub, _ := kp.PublicKey()
 	e.ops = approvals.Operators{pub: "alice"}
 	e.send = testkit.NewLedger("send", events.RemoteMutation, testkit.AnyObject)

@@ -28,8 +28,10 @@ type Config struct {
 	// shard k). Every notifier that must not repeat another's notices
 	// uses the same name. Default "arbiter_notify".
 	Durable string
-	// ConsoleURL is the console's base address (http://127.0.0.1:7788);
-	// each notice links to the run's page under it. Empty: no link.
+	// ConsoleURL is the console's base address with its path, as
+	// `arbiter console` prints it (http://127.0.0.1:7788/c/…, see
+	// console.Server.Path); each notice links to the run's page under it.
+	// Empty: no link.
 	ConsoleURL string
 	// Attempts bounds the posts of one notice to one endpoint. Default 6.
 	Attempts int

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/arbiter-run/arbiter/console"
@@ -53,6 +54,7 @@ func runConsole(ctx context.Context, args []string, out io.Writer) error {
 		fmt.Fprintf(out, "warning: serving on %s, not loopback: anyone who sees the URL below can decide as this operator\n", ln.Addr())
 	}
 	fmt.Fprintf(out, "console for operator %s\nopen http://%s%s?token=%s\n", s.Operator(), ln.Addr(), s.Path(), s.Token())
+	fmt.Fprintf(out, "(it opens the console once, in one browser; notices link to runs with: arbiter notify --console http://%s%s)\n", ln.Addr(), strings.TrimSuffix(s.Path(), "/"))
 	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("console: %w", err)
 	}

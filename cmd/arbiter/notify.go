@@ -25,7 +25,7 @@ func runNotify(ctx context.Context, args []string, out io.Writer) error {
 		fs.StringVar(&webhook, "webhook", "", "URL of a JSON webhook; notices are signed with --secret-file")
 		fs.StringVar(&secretFile, "secret-file", "", "file holding the webhook's HMAC-SHA256 secret (at least 16 bytes)")
 		fs.StringVar(&slack, "slack", "", "URL of a Slack-compatible incoming webhook")
-		fs.StringVar(&consoleURL, "console", "", "the console's base URL (http://127.0.0.1:7788), linked from each notice")
+		fs.StringVar(&consoleURL, "console", "", "the console's URL as `arbiter console` prints it for notices (http://127.0.0.1:7788/c/…), linked from each notice")
 		fs.StringVar(&durable, "durable", layout.NotifyConsumer, "consumer name shared by every notifier that must not repeat another's notices")
 	}
 	if _, err := parse(fs, args); err != nil {
