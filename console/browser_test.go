@@ -310,3 +310,38 @@ func TestBrowser_PrintedURLOpensOnce(t *testing.T) {
 		t.Errorf("%d dialogs opened", n)
 	}
 }
+
+// TestBrowser_RightToLeftTextKeepsTheBytesOrder: the arguments name two
+// people in Hebrew letters, each with an amount: ["אבי",5,"דני",1000000].
+// No control character is involved (internal/visible escapes those), yet
+// a browser's bidirectional algorithm draws such a run right to left, so
+// that 1000000 shows before 5 and beside אבי: the operator would sign
+// bytes that say otherwise. In real Chromium, every character of the
+// arguments is drawn in the order of its bytes, left to right.
+func TestBrowser_RightToLeftTextKeepsTheBytesOrder(t *testing.T) {
+	e := newEnv(t, envConfig{})
+	var dialogs atomic.Int32
+	ctx := browser(t, &dialogs)
+	e.pause(t, "run-rtl", `{"note":"pay","pay":["אבי",5,"דני",1000000]}`)
+	run(t, ctx, "open the run", chromedp.Navigate(e.base+"/runs/run-rtl?token="+e.console.Token()), chromedp.WaitVisible(chromedp.CSS("#args")))
+	// Each character's box, in the order of the text: on one line, each
+	// must start to the right of the one before.
+	order := evaluate[string](t, ctx, `(() => {
+	  const node = document.getElementById("args").firstChild;
+	  const s = node.textContent;
+	  let prev = null, out = "";
+	  for (let i = 0; i < s.length; i++) {
+	    const r = document.createRange(); r.setStart(node, i); r.setEnd(node, i + 1);
+	    const b = r.getBoundingClientRect();
+	    if (prev && Math.abs(b.top - prev.top) < 1 && b.left < prev.left) out += "char " + i + " (" + s[i] + ") is drawn left of char " + (i - 1) + "; ";
+	    prev = b;
+	  }
+	  return out;
+	})()`)
+	if order != "" {
+		t.Errorf("the arguments are not drawn in the order of their bytes: %s", order)
+	}
+	if n := dialogs.Load(); n != 0 {
+		t.Errorf("%d dialogs opened", n)
+	}
+}
