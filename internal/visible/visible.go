@@ -17,7 +17,13 @@
 // format character (Unicode category Cf: the bidirectional controls, the
 // zero-width characters, the byte order mark, the tag characters); the
 // line and paragraph separators; the variation selectors; and each byte
-// that is not UTF-8. A rune becomes \uXXXX (one past U+FFFF a surrogate pair,
+// that is not UTF-8. A [Writer], which is for a terminal, also replaces
+// every right-to-left character (bidirectional classes R, AL and AN:
+// Hebrew and Arabic letters and digits): a terminal that lays text out in
+// both directions would otherwise reorder a run of them with the numbers
+// beside it, so that ["אבי",5,"דני",1000000] reads with 1000000 first, and
+// a terminal has nothing like the console page's left-to-right override
+// (console.css) to stop it. A rune becomes \uXXXX (one past U+FFFF a surrogate pair,
 // \uXXXX\uXXXX, as JSON writes it), a byte \xXX: plain ASCII. Inside a JSON string an escaped rune is the same string
 // again; a literal backslash in JSON is already escaped, so the two never
 // read alike there.
@@ -29,6 +35,8 @@ import (
 	"unicode"
 	"unicode/utf16"
 	"unicode/utf8"
+
+	"golang.org/x/text/unicode/bidi"
 )
 
 // hidden reports whether r must not reach a display as itself.
@@ -48,28 +56,43 @@ func hidden(r rune) bool {
 	return unicode.Is(unicode.Cf, r)
 }
 
+// rightToLeft reports whether a display that lays text out in both
+// directions would draw r right to left, and move what is around it.
+func rightToLeft(r rune) bool {
+	if r < 0x590 {
+		return false // below Hebrew, nothing is
+	}
+	switch p, _ := bidi.LookupRune(r); p.Class() {
+	case bidi.R, bidi.AL, bidi.AN:
+		return true
+	}
+	return false
+}
+
 // String returns s with every hidden character escaped (see the package
-// doc). A string with none is returned as it is.
+// doc), for a page that draws every character left to right itself. A
+// string with none is returned as it is.
 func String(s string) string {
 	for i := 0; i < len(s); {
 		r, n := utf8.DecodeRuneInString(s[i:])
 		if (r == utf8.RuneError && n <= 1) || hidden(r) {
-			return string(appendEscaped(make([]byte, 0, len(s)+16), s))
+			return string(appendEscaped(make([]byte, 0, len(s)+16), s, false))
 		}
 		i += n
 	}
 	return s
 }
 
-// appendEscaped appends s to b with every hidden character escaped.
-func appendEscaped(b []byte, s string) []byte {
+// appendEscaped appends s to b with every hidden character escaped, and
+// with rtl every right-to-left one too.
+func appendEscaped(b []byte, s string, rtl bool) []byte {
 	for i := 0; i < len(s); {
 		r, n := utf8.DecodeRuneInString(s[i:])
 		switch {
 		case r == utf8.RuneError && n <= 1:
 			b = append(b, `\x`...)
 			b = appendHex(b, uint32(s[i]), 2)
-		case hidden(r):
+		case hidden(r) || (rtl && rightToLeft(r)):
 			if r > 0xffff {
 				// As JSON writes it: a surrogate pair.
 				hi, lo := utf16.EncodeRune(r)
@@ -97,8 +120,9 @@ func appendHex(b []byte, v uint32, width int) []byte {
 	return append(b, h...)
 }
 
-// Writer is an [io.Writer] that escapes every hidden character of what is
-// written through it before passing it on. A character split between two
+// Writer is an [io.Writer], for a terminal, that escapes every hidden
+// character and every right-to-left one of what is written through it
+// before passing it on. A character split between two
 // writes is held until the rest comes; [Writer.Flush] passes on what is
 // held (a byte that never became a character, escaped).
 type Writer struct {
@@ -132,7 +156,7 @@ func (v *Writer) Write(p []byte) (int, error) {
 			break
 		}
 	}
-	v.buf = appendEscaped(v.buf[:0], string(s[:cut]))
+	v.buf = appendEscaped(v.buf[:0], string(s[:cut]), true)
 	if cut < len(s) {
 		v.held = append([]byte(nil), s[cut:]...)
 	}
@@ -147,7 +171,7 @@ func (v *Writer) Flush() error {
 	if len(v.held) == 0 {
 		return nil
 	}
-	b := appendEscaped(nil, string(v.held))
+	b := appendEscaped(nil, string(v.held), true)
 	v.held = nil
 	_, err := v.w.Write(b)
 	return err

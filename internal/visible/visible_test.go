@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"math/rand/v2"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -54,7 +55,8 @@ func TestString_SameJSON(t *testing.T) {
 }
 
 // TestWriter_SplitsAnywhere: whatever the writes' boundaries, a Writer
-// passes on what String makes of the whole, characters split between
+// passes on what String makes of the whole (which holds no right-to-left
+// character, which only a Writer escapes), characters split between
 // writes included.
 func TestWriter_SplitsAnywhere(t *testing.T) {
 	whole := "a\u202eé世😀\x1b[1m\u009b\xff\U000e0041z\u200b\n"
@@ -88,5 +90,42 @@ func TestWriter_SplitsAnywhere(t *testing.T) {
 	w.Flush()
 	if out.String() != `x\xe4\xb8` {
 		t.Errorf("after Flush: %q", out.String())
+	}
+}
+
+// TestWriter_RightToLeftForATerminal: a terminal that lays text out in
+// both directions reorders right-to-left letters and the numbers beside
+// them, and has no override a page can set: the Writer (for terminals)
+// escapes every right-to-left character (Hebrew and Arabic letters,
+// Arabic-Indic digits), so what it prints reads in the order of its
+// bytes; as JSON it is the same string again. String (for pages, which
+// set a left-to-right override) leaves them, as it leaves Latin and CJK.
+func TestWriter_RightToLeftForATerminal(t *testing.T) {
+	in := `{"pay":["אבי",5,"دني",1000000,"٣"]}`
+	var b bytes.Buffer
+	w := NewWriter(&b)
+	if _, err := w.Write([]byte(in)); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	want := `{"pay":["\u05d0\u05d1\u05d9",5,"\u062f\u0646\u064a",1000000,"\u0663"]}`
+	if b.String() != want {
+		t.Errorf("Writer: %s, want %s", b.String(), want)
+	}
+	var back, orig map[string][]any
+	if err := json.Unmarshal(b.Bytes(), &back); err != nil {
+		t.Fatal(err)
+	}
+	_ = json.Unmarshal([]byte(in), &orig)
+	if !reflect.DeepEqual(back, orig) {
+		t.Errorf("escaped JSON decodes to %v, want %v", back, orig)
+	}
+	if got := String(in); got != in {
+		t.Errorf("String changed right-to-left text: %s", got)
+	}
+	if got := String("é 世界 ×"); got != "é 世界 ×" {
+		t.Errorf("String changed left-to-right text: %q", got)
 	}
 }
