@@ -458,3 +458,23 @@ func TestConsole_PathIsTheKeys(t *testing.T) {
 		t.Errorf("path %q, want /c/ and 22 URL-safe characters", o.Path())
 	}
 }
+
+// TestConsole_LookalikesAreShownEscaped: two requests can look alike when
+// one holds a character that passes for another (a Cyrillic "а" in
+// "аlice"). The decision page says so, and shows the request again with
+// every character outside ASCII escaped; a request in plain ASCII gets no
+// such note.
+func TestConsole_LookalikesAreShownEscaped(t *testing.T) {
+	e := newEnv(t, envConfig{})
+	e.pause(t, "run-look", `{"to":"аlice@example.com"}`)
+	e.pause(t, "run-plain", `{"to":"alice@example.com"}`)
+	c := e.client(t)
+	_, page := get(t, c, e.base+"/runs/run-look")
+	if !strings.Contains(page, `id="nonascii"`) || !strings.Contains(page, `\u0430lice@example.com`) {
+		t.Errorf("the decision page of a request holding a Cyrillic а does not show it escaped:\n%s", page)
+	}
+	_, page = get(t, c, e.base+"/runs/run-plain")
+	if strings.Contains(page, `id="nonascii"`) {
+		t.Errorf("the decision page of a plain ASCII request carries the lookalike note")
+	}
+}

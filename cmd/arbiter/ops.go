@@ -15,6 +15,7 @@ import (
 	"github.com/arbiter-run/arbiter/client"
 	"github.com/arbiter-run/arbiter/driver"
 	"github.com/arbiter-run/arbiter/events"
+	"github.com/arbiter-run/arbiter/internal/visible"
 	"github.com/arbiter-run/arbiter/projector"
 	"github.com/nats-io/nkeys"
 	"golang.org/x/term"
@@ -115,6 +116,13 @@ func showApproval(out io.Writer, run string, a projector.Approval) {
 		fmt.Fprintf(out, "    raises the model budget by: %d calls, %d input tokens, %d output tokens, $%.6f\n", u.Calls, u.InputTokens, u.OutputTokens, float64(u.SpendNanoUSD)/1e9)
 	} else {
 		fmt.Fprintf(out, "    request:    %s %s\n", a.Tool, a.Args)
+		if visible.NonASCII(a.Tool) || visible.NonASCII(string(a.Args)) {
+			// A character that passes for another (a Cyrillic "а" for a
+			// Latin "a") makes two requests look alike: say so, and show
+			// the request with each of them escaped.
+			fmt.Fprintf(out, "    note:       the request holds characters outside ASCII, and some look like others; with each escaped:\n")
+			fmt.Fprintf(out, "    as ASCII:   %s %s\n", visible.ASCII(a.Tool), visible.ASCII(string(a.Args)))
+		}
 	}
 	fmt.Fprintf(out, "    capability: %s\n", a.Capability)
 	fmt.Fprintf(out, "    presentation (may contain content the model chose; do not follow instructions in it):\n      %s\n", a.Presentation)

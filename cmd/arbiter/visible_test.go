@@ -39,7 +39,7 @@ func TestOutput_ModelTextNeverSteersTheTerminal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	args := `{"to":"evil@attacker.example","zz":"\u009b29Dalice@example.com\u009bK","amount":"\u202e0001\u202c\u200b","pay":["אבי",5,"דני",1000000]}`
+	args := `{"to":"evil@attacker.example","zz":"\u009b29Dalice@example.com\u009bK","amount":"\u202e0001\u202c\u200b","pay":["אבי",5,"דני",1000000],"cc":"аlice@example.com"}`
 	agent := testkit.NewScript(testkit.Call("send", "\x1b[8m not json"), testkit.Call("fetch", `{}`), testkit.Call("send", args), testkit.Call("done", `{}`))
 	if err := d.Drive(t.Context(), r, agent); err != nil {
 		t.Fatal(err)
@@ -57,7 +57,7 @@ func TestOutput_ModelTextNeverSteersTheTerminal(t *testing.T) {
 		{"show", e.args("show", id), []string{`\u001b[8m`, `\u001b[2J`, `\u009b29D`, `\u202e0001`, `\u05d0\u05d1\u05d9`}},
 		{"events", e.args("events", id), []string{`\u001b[8m`, `\u001b[2J`, `\u009b29D`}},
 		{"approvals", e.args("approvals"), []string{`\u009b29D`, `\u202e0001`, `\u200b`}},
-		{"grant prompt", e.args("grant", id, a.ID, "--key", e.key), []string{`\u009b29D`, `\u202e0001`, `\u05d3\u05e0\u05d9",1000000`, a.Hash}},
+		{"grant prompt", e.args("grant", id, a.ID, "--key", e.key), []string{`\u009b29D`, `\u202e0001`, `\u05d3\u05e0\u05d9",1000000`, "outside ASCII", `"cc":"\u0430lice@example.com"`, a.Hash}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out, errOut bytes.Buffer

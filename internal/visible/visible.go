@@ -76,23 +76,67 @@ func String(s string) string {
 	for i := 0; i < len(s); {
 		r, n := utf8.DecodeRuneInString(s[i:])
 		if (r == utf8.RuneError && n <= 1) || hidden(r) {
-			return string(appendEscaped(make([]byte, 0, len(s)+16), s, false))
+			return string(appendEscaped(make([]byte, 0, len(s)+16), s, forPage))
 		}
 		i += n
 	}
 	return s
 }
 
-// appendEscaped appends s to b with every hidden character escaped, and
-// with rtl every right-to-left one too.
-func appendEscaped(b []byte, s string, rtl bool) []byte {
+// ASCII returns s with every character outside printable ASCII escaped,
+// newline and tab kept: what a signer is shown beside text that holds a
+// character that can pass for another (a Cyrillic "а" for a Latin "a", a
+// full-width digit), so that two requests that look alike never read
+// alike. Inside a JSON string it is the same string again.
+func ASCII(s string) string {
+	if !NonASCII(s) && String(s) == s {
+		return s
+	}
+	return string(appendEscaped(make([]byte, 0, len(s)+32), s, asASCII))
+}
+
+// NonASCII reports whether s holds any byte outside ASCII.
+func NonASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= 0x80 {
+			return true
+		}
+	}
+	return false
+}
+
+// mode says which characters appendEscaped escapes beyond the hidden ones.
+type mode uint8
+
+const (
+	forPage     mode = iota // the hidden ones only (the page keeps its own order)
+	forTerminal             // the right-to-left ones too
+	asASCII                 // every one outside ASCII
+)
+
+// escapes reports whether r is escaped in mode m.
+func (m mode) escapes(r rune) bool {
+	switch {
+	case hidden(r):
+		return true
+	case m == forTerminal:
+		return rightToLeft(r)
+	case m == asASCII:
+		return r >= 0x80
+	}
+	return false
+}
+
+// appendEscaped appends s to b with every character mode m escapes
+// escaped.
+func appendEscaped(b []byte, s string, m mode) []byte {
 	for i := 0; i < len(s); {
 		r, n := utf8.DecodeRuneInString(s[i:])
 		switch {
 		case r == utf8.RuneError && n <= 1:
 			b = append(b, `\x`...)
 			b = appendHex(b, uint32(s[i]), 2)
-		case hidden(r) || (rtl && rightToLeft(r)):
+		case m.escapes(r):
 			if r > 0xffff {
 				// As JSON writes it: a surrogate pair.
 				hi, lo := utf16.EncodeRune(r)
@@ -156,7 +200,7 @@ func (v *Writer) Write(p []byte) (int, error) {
 			break
 		}
 	}
-	v.buf = appendEscaped(v.buf[:0], string(s[:cut]), true)
+	v.buf = appendEscaped(v.buf[:0], string(s[:cut]), forTerminal)
 	if cut < len(s) {
 		v.held = append([]byte(nil), s[cut:]...)
 	}
@@ -171,7 +215,7 @@ func (v *Writer) Flush() error {
 	if len(v.held) == 0 {
 		return nil
 	}
-	b := appendEscaped(nil, string(v.held), true)
+	b := appendEscaped(nil, string(v.held), forTerminal)
 	v.held = nil
 	_, err := v.w.Write(b)
 	return err

@@ -129,3 +129,35 @@ func TestWriter_RightToLeftForATerminal(t *testing.T) {
 		t.Errorf("String changed left-to-right text: %q", got)
 	}
 }
+
+// TestASCII_EveryCharacterOutsideASCII: a request that passes for another
+// (a Cyrillic "а" in "аlice", a full-width digit) reads differently with
+// every character outside ASCII escaped, and is the same JSON string
+// again; a request in plain ASCII is shown as it is.
+func TestASCII_EveryCharacterOutsideASCII(t *testing.T) {
+	for _, tc := range []struct {
+		in, want string
+		non      bool
+	}{
+		{`{"to":"alice@example.com"}`, `{"to":"alice@example.com"}`, false},
+		{`{"to":"аlice@exаmple.com"}`, `{"to":"\u0430lice@ex\u0430mple.com"}`, true},
+		{"１0 \U0001d7cf", `\uff110 \ud835\udfcf`, true},
+		{"tab\tand\nline \x1b", "tab\tand\nline \\u001b", false},
+		{"bad \xff", `bad \xff`, true},
+	} {
+		if got := ASCII(tc.in); got != tc.want {
+			t.Errorf("ASCII(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+		if got := NonASCII(tc.in); got != tc.non {
+			t.Errorf("NonASCII(%q) = %v, want %v", tc.in, got, tc.non)
+		}
+	}
+	var a, b map[string]string
+	if err := json.Unmarshal([]byte(ASCII(`{"to":"аlice"}`)), &a); err != nil {
+		t.Fatal(err)
+	}
+	_ = json.Unmarshal([]byte(`{"to":"аlice"}`), &b)
+	if a["to"] != b["to"] {
+		t.Errorf("escaped JSON decodes to %q, want %q", a["to"], b["to"])
+	}
+}
