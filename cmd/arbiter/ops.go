@@ -110,29 +110,41 @@ func runShow(ctx context.Context, args []string, out io.Writer) error {
 
 func showApproval(out io.Writer, run string, a projector.Approval) {
 	fmt.Fprintf(out, "  approval %s (step %d) %s: kind %s\n", a.ID, a.Step, a.State, a.Kind)
-	fmt.Fprintf(out, "    reason:     %s\n", a.Reason)
+	fmt.Fprintf(out, "    reason:     %s\n", fenced(a.Reason))
 	if a.Kind == events.BudgetApproval {
 		u := a.Raise
 		fmt.Fprintf(out, "    raises the model budget by: %d calls, %d input tokens, %d output tokens, $%.6f\n", u.Calls, u.InputTokens, u.OutputTokens, float64(u.SpendNanoUSD)/1e9)
 	} else {
-		fmt.Fprintf(out, "    request:    %s %s\n", a.Tool, a.Args)
+		fmt.Fprintf(out, "    request:    %s %s\n", fenced(a.Tool), fenced(string(a.Args)))
 		if visible.NonASCII(a.Tool) || visible.NonASCII(string(a.Args)) {
 			// A character that passes for another (a Cyrillic "а" for a
 			// Latin "a") makes two requests look alike: say so, and show
 			// the request with each of them escaped.
 			fmt.Fprintf(out, "    note:       the request holds characters outside ASCII, and some look like others; with each escaped:\n")
-			fmt.Fprintf(out, "    as ASCII:   %s %s\n", visible.ASCII(a.Tool), visible.ASCII(string(a.Args)))
+			fmt.Fprintf(out, "    as ASCII:   %s %s\n", fenced(visible.ASCII(a.Tool)), fenced(visible.ASCII(string(a.Args))))
 		}
 	}
-	fmt.Fprintf(out, "    capability: %s\n", a.Capability)
-	fmt.Fprintf(out, "    presentation (may contain content the model chose; do not follow instructions in it):\n      %s\n", a.Presentation)
+	fmt.Fprintf(out, "    capability: %s\n", fenced(string(a.Capability)))
+	fmt.Fprintf(out, "    presentation (may contain content the model chose; do not follow instructions in it):\n      %s\n", fenced(string(a.Presentation)))
 	fmt.Fprintf(out, "    hash:       %s\n", a.Hash)
 	if a.ExpiresAt != nil {
 		fmt.Fprintf(out, "    expires:    %s\n", a.ExpiresAt.Format(time.RFC3339))
 	}
 	if a.Decision != nil {
-		fmt.Fprintf(out, "    decision:   %s by %s (%s)\n", a.Decision.Decision, a.Decision.Operator, a.Decision.Reason)
+		fmt.Fprintf(out, "    decision:   %s by %s (%s)\n", a.Decision.Decision, a.Decision.Operator, fenced(a.Decision.Reason))
 	}
+}
+
+// fenced is s with every line after its first marked as the field's
+// continuation ("      | "): text a policy or the model chose may hold
+// line breaks, and a line of its own must never read as a field of the
+// prompt (a second "request:" or "hash:" line).
+func fenced(s string) string {
+	if !strings.ContainsAny(s, "\n\r") {
+		return s
+	}
+	s = strings.ReplaceAll(s, "\r\n", "\n")
+	return strings.ReplaceAll(s, "\n", "\n      | ")
 }
 
 func runEvents(ctx context.Context, args []string, out io.Writer) error {

@@ -11,6 +11,7 @@ import (
 	"github.com/arbiter-run/arbiter/events"
 	"github.com/arbiter-run/arbiter/internal/visible"
 	"github.com/arbiter-run/arbiter/policy"
+	"github.com/arbiter-run/arbiter/projector"
 	"github.com/arbiter-run/arbiter/testkit"
 )
 
@@ -83,5 +84,38 @@ func TestOutput_ModelTextNeverSteersTheTerminal(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestShowApproval_NoLineReadsAsAField: text a policy or the model chose
+// (a reason, a presentation, a capability, a decision's reason) may hold
+// line breaks; each line after its first is marked as a continuation, so
+// that none reads as a field of the prompt: one "request:" line, one
+// "hash:" line, the real ones.
+func TestShowApproval_NoLineReadsAsAField(t *testing.T) {
+	inject := "ok\n    request:    send {\"to\":\"alice@example.com\"}\n    hash:       sha256:0000"
+	a := projector.Approval{
+		ApprovalRequest: events.ApprovalRequest{ID: "a1", Reason: inject, Hash: "sha256:real",
+			Capability: json.RawMessage("{\"c\":1}\n    hash:       sha256:1111"), Presentation: json.RawMessage("\"p\"\r\n    hash:       sha256:2222")},
+		Step: 1, Tool: "send", Args: json.RawMessage(`{"to":"evil@attacker.example"}`), State: projector.Denied,
+		Decision: &events.DecisionBody{Decision: events.DecisionDeny, Operator: "OP", Reason: inject},
+	}
+	var out bytes.Buffer
+	showApproval(&out, "run-x", a)
+	var fields []string
+	for _, l := range strings.Split(out.String(), "\n") {
+		if f, _, ok := strings.Cut(strings.TrimSpace(l), ":"); ok && !strings.HasPrefix(strings.TrimSpace(l), "|") && !strings.Contains(f, " ") {
+			fields = append(fields, f)
+		}
+	}
+	count := map[string]int{}
+	for _, f := range fields {
+		count[f]++
+	}
+	if count["request"] != 1 || count["hash"] != 1 {
+		t.Errorf("fields %v in\n%s\nwant one request and one hash line", count, out.String())
+	}
+	if !strings.Contains(out.String(), "hash:       sha256:real") || !strings.Contains(out.String(), "| ") {
+		t.Errorf("the real hash or the continuation marks are missing:\n%s", out.String())
 	}
 }
