@@ -39,28 +39,9 @@ var funcs = template.FuncMap{
 	// nonASCII and ascii show a request that holds a character that can
 	// pass for another (a Cyrillic "а" for a Latin "a") once more, with
 	// every character outside ASCII escaped.
-	"nonASCII": func(parts ...any) bool {
-		for _, p := range parts {
-			switch v := p.(type) {
-			case string:
-				if visible.NonASCII(v) {
-					return true
-				}
-			case []byte:
-				if visible.NonASCII(string(v)) {
-					return true
-				}
-			case json.RawMessage:
-				if visible.NonASCII(string(v)) {
-					return true
-				}
-			}
-		}
-		return false
-	},
-	"ascii":   func(b []byte) string { return visible.ASCII(string(b)) },
-	"bytes":   func(s string) []byte { return []byte(s) },
-	"summary": summary,
+	"nonASCII": func(tool string, args []byte) bool { return visible.NonASCII(tool) || visible.NonASCII(string(args)) },
+	"ascii":    visible.ASCII,
+	"summary":  summary,
 }
 
 // render executes template name into a buffer first, so a failing template

@@ -29,7 +29,7 @@ type Snapshots struct {
 	bucket string
 
 	mu sync.Mutex
-	kv jetstream.KeyValue // the bucket, once looked up
+	kv *bucket.Bucket // the bucket, once found to exist
 }
 
 // NewSnapshots returns the snapshot store in the bucket cfg names, without
@@ -57,13 +57,12 @@ func (s *Snapshots) store(ctx context.Context) (*bucket.Bucket, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.kv == nil {
-		kv, err := s.js.KeyValue(ctx, s.bucket)
-		if err != nil {
+		if _, err := s.js.KeyValue(ctx, s.bucket); err != nil {
 			return nil, fmt.Errorf("snapshot bucket %s: %w", s.bucket, err)
 		}
-		s.kv = kv
+		s.kv = bucket.New(s.js, s.bucket)
 	}
-	return bucket.New(s.js, s.bucket), nil
+	return s.kv, nil
 }
 
 // Save stores r's view as its snapshot, replacing the one before.

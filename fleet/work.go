@@ -18,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/arbiter-run/arbiter/internal/bucket"
 	"github.com/arbiter-run/arbiter/internal/layout"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -153,7 +154,7 @@ func Setup(ctx context.Context, js jetstream.JetStream, cfg Config) (*Queue, *Sn
 	if err != nil {
 		return nil, nil, fmt.Errorf("set up work consumer %s: %w", cfg.Consumer, err)
 	}
-	kv, err := js.CreateOrUpdateKeyValue(ctx, snapshotBucketConfig(cfg))
+	_, err = js.CreateOrUpdateKeyValue(ctx, snapshotBucketConfig(cfg))
 	if err != nil {
 		return nil, nil, fmt.Errorf("set up snapshot bucket %s: %w", cfg.SnapshotBucket, err)
 	}
@@ -161,7 +162,7 @@ func Setup(ctx context.Context, js jetstream.JetStream, cfg Config) (*Queue, *Sn
 	if err != nil {
 		return nil, nil, fmt.Errorf("set up agents registry %s: %w", cfg.AgentsBucket, err)
 	}
-	return &Queue{js: js, cfg: cfg, registry: reg}, &Snapshots{js: js, bucket: cfg.SnapshotBucket, kv: kv}, nil
+	return &Queue{js: js, cfg: cfg, registry: reg}, &Snapshots{js: js, bucket: cfg.SnapshotBucket, kv: bucket.New(js, cfg.SnapshotBucket)}, nil
 }
 
 // Attach returns the queue and the snapshot store whose work stream, shared
@@ -184,7 +185,7 @@ func Attach(ctx context.Context, js jetstream.JetStream, cfg Config) (*Queue, *S
 	if w := c.CachedInfo().Config.AckWait; w > 0 {
 		cfg.AckWait = w
 	}
-	kv, err := js.KeyValue(ctx, cfg.SnapshotBucket)
+	_, err = js.KeyValue(ctx, cfg.SnapshotBucket)
 	if err != nil {
 		return nil, nil, fmt.Errorf("attach snapshots: bucket %s: %w", cfg.SnapshotBucket, err)
 	}
@@ -192,7 +193,7 @@ func Attach(ctx context.Context, js jetstream.JetStream, cfg Config) (*Queue, *S
 	if err != nil {
 		return nil, nil, fmt.Errorf("attach work queue: agents registry %s: %w", cfg.AgentsBucket, err)
 	}
-	return &Queue{js: js, cfg: cfg, registry: reg}, &Snapshots{js: js, bucket: cfg.SnapshotBucket, kv: kv}, nil
+	return &Queue{js: js, cfg: cfg, registry: reg}, &Snapshots{js: js, bucket: cfg.SnapshotBucket, kv: bucket.New(js, cfg.SnapshotBucket)}, nil
 }
 
 // NewQueue returns the queue over resources someone set up, without I/O:

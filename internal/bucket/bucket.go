@@ -55,9 +55,6 @@ type Bucket struct {
 // reads and writes fail when it does not exist.
 func New(js jetstream.JetStream, name string) *Bucket { return &Bucket{js: js, name: name} }
 
-// Name is the bucket's name.
-func (b *Bucket) Name() string { return b.name }
-
 // Stream is the stream that holds the bucket, KV_<name>.
 func (b *Bucket) Stream() string { return "KV_" + b.name }
 
@@ -151,7 +148,8 @@ func (b *Bucket) publish(ctx context.Context, key string, value []byte, opts ...
 	ack, err := b.js.PublishMsg(ctx, m, opts...)
 	if err != nil {
 		var apiErr *jetstream.APIError
-		// A replicated stream says so with a code of its own.
+		// nats.go documents 10164 for a replicated stream (the servers
+		// tested here answer 10071 there too).
 		if errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence || apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant) {
 			return 0, fmt.Errorf("bucket %s: %s: %w", b.name, key, ErrConflict)
 		}

@@ -24,7 +24,7 @@ func open(t *testing.T, js jetstream.JetStream, replicas int) *bucket.Bucket {
 // TestBucket_WritesAndCompareAndSet: a value put is read back with its
 // revision; Create refuses a key that holds a value; Update refuses a
 // revision that is no longer the last, on one server and on a replicated
-// bucket (whose server answers with another code).
+// bucket.
 func TestBucket_WritesAndCompareAndSet(t *testing.T) {
 	for _, replicas := range []int{1, 3} {
 		t.Run(fmt.Sprintf("R%d", replicas), func(t *testing.T) {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -34,28 +33,9 @@ func (b *Inbox) MsgGet(ctx context.Context, apiPrefix, stream string, seq uint64
 		return nil, err
 	}
 	where := apiPrefix + "STREAM.MSG.GET." + stream
-	ch := make(chan reply, 1)
-	tok, replyTo := b.register(waiter{ch: ch})
-	defer b.forget(tok)
-	if err := b.nc.PublishMsg(&nats.Msg{Subject: where, Reply: replyTo, Data: req}); err != nil {
+	m, err := b.request(ctx, where, req)
+	if err != nil {
 		return nil, err
-	}
-	var expire <-chan time.Time
-	if _, ok := ctx.Deadline(); !ok {
-		t := time.NewTimer(timeout)
-		defer t.Stop()
-		expire = t.C
-	}
-	var m *nats.Msg
-	select {
-	case r := <-ch:
-		m = r.m
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	case <-expire:
-		return nil, nats.ErrTimeout
-	case <-b.closed:
-		return nil, nats.ErrConnectionClosed
 	}
 	if noResponders(m) {
 		return nil, jetstream.ErrNoStreamResponse

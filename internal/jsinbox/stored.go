@@ -165,10 +165,34 @@ func (b *Inbox) GetSeq(ctx context.Context, apiPrefix, stream string, seq uint64
 
 // getOne sends one direct get and reads its one reply.
 func (b *Inbox) getOne(ctx context.Context, subject string, req []byte) (*jetstream.RawStreamMsg, error) {
+	m, err := b.request(ctx, subject, req)
+	if err != nil {
+		return nil, err
+	}
+	if !isStatus(m) {
+		raw, forged, err := stored(m, false)
+		if err == nil && forged != "" {
+			err = fmt.Errorf("direct get on %s: stream seq %d: %w (%s)", subject, raw.Sequence, ErrForgedHeader, forged)
+		}
+		if err != nil {
+			return nil, err
+		}
+		return raw, nil
+	}
+	if m.Header.Get(statusHeader) == "404" {
+		return nil, jetstream.ErrMsgNotFound
+	}
+	return nil, statusError("direct get on "+subject, m)
+}
+
+// request publishes data on subject with a reply subject of the inbox's
+// and returns the one reply, within ctx or, when ctx has no deadline, the
+// inbox's timeout.
+func (b *Inbox) request(ctx context.Context, subject string, data []byte) (*nats.Msg, error) {
 	ch := make(chan reply, 1)
 	tok, replyTo := b.register(waiter{ch: ch})
 	defer b.forget(tok)
-	if err := b.nc.PublishMsg(&nats.Msg{Subject: subject, Reply: replyTo, Data: req}); err != nil {
+	if err := b.nc.PublishMsg(&nats.Msg{Subject: subject, Reply: replyTo, Data: data}); err != nil {
 		return nil, err
 	}
 	var expire <-chan time.Time
@@ -179,21 +203,7 @@ func (b *Inbox) getOne(ctx context.Context, subject string, req []byte) (*jetstr
 	}
 	select {
 	case r := <-ch:
-		m := r.m
-		if !isStatus(m) {
-			raw, forged, err := stored(m, false)
-			if err == nil && forged != "" {
-				err = fmt.Errorf("direct get on %s: stream seq %d: %w (%s)", subject, raw.Sequence, ErrForgedHeader, forged)
-			}
-			if err != nil {
-				return nil, err
-			}
-			return raw, nil
-		}
-		if m.Header.Get(statusHeader) == "404" {
-			return nil, jetstream.ErrMsgNotFound
-		}
-		return nil, statusError("direct get on "+subject, m)
+		return r.m, nil
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	case <-expire:
