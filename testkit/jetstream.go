@@ -81,6 +81,10 @@ func Cluster(t testing.TB, n int) []*embedded.Server {
 		s, err := embedded.Start(embedded.Config{
 			Dir: t.TempDir(), Name: fmt.Sprintf("a%d", i), Port: -1,
 			Cluster: &embedded.ClusterConfig{Name: "arbiter-test", Port: ports[i], Routes: routes},
+			// As long as the cluster has to form (below): on a loaded
+			// machine (the race detector, packages in parallel) a node
+			// waiting for its routes can take more than the default 10s.
+			ReadyTimeout: 30 * time.Second,
 		})
 		if err != nil {
 			t.Fatalf("start cluster node %d: %v", i, err)
