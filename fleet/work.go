@@ -214,8 +214,25 @@ func (q *Queue) Nudge(ctx context.Context, run, why string) error {
 	return q.publishOnce(ctx, q.cfg.WorkPrefix+"."+run, run+"/"+why)
 }
 
+// publishOnce stores an empty message on subject under message id id, so
+// that the same nudge published twice within the duplicates window is
+// stored once; a subject that already has a message waiting is not
+// nudged again (that is not an error).
+//
+// A message id is unique in the whole stream, not on its subject, and
+// the operator user may publish on the stream too: a message it stored
+// under an id a worker or client will use (they are made of a run's id and
+// what anyone can read of it: a count of its events, a decision's
+// sequence, an approval's id) would have the server take the real nudge
+// for a duplicate and drop it, and leave the run waiting for a look that
+// never comes. So a duplicate is not believed to be this nudge: the
+// message is published again with no id, which no other message can
+// take. A nudge stored twice costs one more look at the run.
 func (q *Queue) publishOnce(ctx context.Context, subject, id string) error {
-	_, err := q.js.PublishMsg(ctx, &nats.Msg{Subject: subject}, jetstream.WithMsgID(id))
+	ack, err := q.js.PublishMsg(ctx, &nats.Msg{Subject: subject}, jetstream.WithMsgID(id))
+	if err == nil && ack.Duplicate {
+		_, err = q.js.PublishMsg(ctx, &nats.Msg{Subject: subject})
+	}
 	if alreadyNudged(err) {
 		return nil
 	}
