@@ -243,10 +243,19 @@ func (q *Queue) publishOnce(ctx context.Context, subject, id string) error {
 }
 
 // errStoreFailed is JetStream's code for a message the store refused; with
-// DiscardNewPerSubject that is a run that already has a nudge waiting.
+// DiscardNewPerSubject, and the server's reason naming the subject's limit
+// (perSubjectFull), that is a run that already has a nudge waiting.
 const errStoreFailed = 10077
 
+// perSubjectFull is in the description of a store refused because its
+// subject holds its most messages already (nats-server's
+// ErrMaxMsgsPerSubject).
+const perSubjectFull = "maximum messages per subject exceeded"
+
+// alreadyNudged reports whether err is the refusal of a nudge because its
+// subject has one waiting. The same code also refuses a store for a full
+// stream (its messages, its bytes): that nudge is lost, and an error.
 func alreadyNudged(err error) bool {
 	var apiErr *jetstream.APIError
-	return errors.As(err, &apiErr) && apiErr.ErrorCode == errStoreFailed
+	return errors.As(err, &apiErr) && apiErr.ErrorCode == errStoreFailed && strings.Contains(apiErr.Description, perSubjectFull)
 }
