@@ -52,13 +52,8 @@ func TestQueue_NudgesAreDeduplicated(t *testing.T) {
 // error: the run will be looked at) and when the stream is full; the
 // second loses the nudge and must be said.
 func TestQueue_AFullStreamIsNoNudgeWaiting(t *testing.T) {
-	js := testkit.JetStream(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	q, _, err := fleet.Setup(ctx, js.JS, fleet.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := newEnv(t, fleet.Config{})
+	ctx, js, q := t.Context(), e.js, e.q
 	s, err := js.JS.Stream(ctx, q.Config().WorkStream)
 	if err != nil {
 		t.Fatal(err)
