@@ -10,6 +10,7 @@
 package decisions
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -72,5 +73,34 @@ func Publish(ctx context.Context, log *events.Log, run, id string, data []byte) 
 	if err != nil {
 		return 0, fmt.Errorf("publish decision on run %s (a run holds at most %d, of at most %d bytes each): %w", run, layout.MaxDecisionsPerRun, layout.MaxDecisionBytes, err)
 	}
+	if ack.Duplicate {
+		// A message id is the stream's, not the subject's, and anyone who
+		// may publish decisions chooses ids: the message stored under id
+		// is this decision only if it holds these bytes on this subject.
+		if err := sameAt(ctx, log, run, ack.Sequence, data); err != nil {
+			return 0, fmt.Errorf("publish decision on run %s: message id %s is taken at stream seq %d: %w", run, id, ack.Sequence, err)
+		}
+	}
 	return ack.Sequence, nil
+}
+
+// ErrIDTaken marks a decision whose message id holds another message: the
+// decision was not stored.
+var ErrIDTaken = errors.New("the message stored under this id is not this decision")
+
+// sameAt checks that the decisions stream holds data on run's subject at
+// seq.
+func sameAt(ctx context.Context, log *events.Log, run string, seq uint64, data []byte) error {
+	inbox, err := jsinbox.For(log.JetStream().Conn())
+	if err != nil {
+		return err
+	}
+	m, err := inbox.MsgGet(ctx, jsinbox.APIPrefix(log.JetStream()), Stream(log), seq, Subject(log, run))
+	if err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+		return fmt.Errorf("cannot read it to compare: %w", err)
+	}
+	if err != nil || m.Sequence != seq || !bytes.Equal(m.Data, data) {
+		return ErrIDTaken
+	}
+	return nil
 }
