@@ -97,6 +97,19 @@ type Pure interface {
 	Pure()
 }
 
+// Stepper is implemented by an agent that decides from the step number
+// alone and reads nothing else of the run: the gate's, which hands over
+// the one decision a program gave it. The driver asks it with DecideStep
+// for step n (the step its decision would be) instead of Decide, and
+// copies nothing of the view for it. ok false says it has no decision for
+// step n: the drive stops there, with nothing recorded, as a drive without
+// an agent stops where a decision is needed. A Stepper records no model
+// calls; a panic in DecideStep fails the run as Decide's would.
+type Stepper interface {
+	Agent
+	DecideStep(ctx context.Context, n int) (dec Action, ok bool)
+}
+
 // AgentFunc adapts a function to [Agent].
 type AgentFunc func(ctx context.Context, in StepInput) (Action, error)
 

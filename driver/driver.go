@@ -435,10 +435,11 @@ func (d *Driver) send(ctx context.Context, r *Run, e prepared) (*pending, error)
 	}
 	if err := pa.view.ApplyWith(p.Event(), fold); err != nil {
 		pa.fold = fmt.Errorf("fold own event: %w", err)
-	} else if k == events.StepObserved && !pa.view.Run.Status.Ended() && !closed(r.stop) {
+	} else if _, blind := r.agent.(Stepper); !blind && k == events.StepObserved && !pa.view.Run.Status.Ended() && !closed(r.stop) {
 		// An observation is most often followed by the agent's next
 		// decision: copy the view for it now, while the server works,
-		// and a pure agent is asked for it too (see [Pure]).
+		// and a pure agent is asked for it too (see [Pure]). A
+		// [Stepper] is given no copy.
 		pa.next = d.stepInput(&pa.view)
 		if pure, ok := r.agent.(Pure); ok && !r.cached && d.asksAgentNext(&pa.view) {
 			pa.hasSpec = d.foresee(ctx, &pa.view, pa.next, pure, &pa.spec)

@@ -126,6 +126,9 @@ func (d *Driver) advance(ctx context.Context, r *Run, agent Agent) (bool, error)
 	} else {
 		var err error
 		dec, err = d.decide(ctx, r, agent)
+		if err == errNoDecision {
+			return false, nil
+		}
 		if rec := recordErrorOf(err); rec != nil {
 			// The run moved under the agent, or the log is gone: nothing
 			// may be recorded for it on this tail.
@@ -348,6 +351,10 @@ func (d *Driver) decide(ctx context.Context, r *Run, agent Agent) (Action, error
 		return r.undelivered, nil
 	}
 	r.undelivered, r.hasUndelivered = Action{}, false
+	if s, ok := agent.(Stepper); ok {
+		r.next, r.hasNext = StepInput{}, false
+		return askStep(ctx, s, r.view.Steps.Len()+1)
+	}
 	var in StepInput
 	if r.hasNext && r.nextAt == r.tail {
 		in = r.next
@@ -407,6 +414,25 @@ func ask(ctx context.Context, agent Agent, in StepInput) (dec Action, err error)
 		}
 	}()
 	return agent.Decide(ctx, in)
+}
+
+// errNoDecision is decide's error when a [Stepper] has no decision for
+// the step: the drive stops, nothing recorded.
+var errNoDecision = errors.New("the agent has no decision for this step")
+
+// askStep asks s for step n's decision, turning a panic into its error as
+// ask does.
+func askStep(ctx context.Context, s Stepper, n int) (dec Action, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("agent panicked: %v", p)
+		}
+	}()
+	dec, ok := s.DecideStep(ctx, n)
+	if !ok {
+		return Action{}, errNoDecision
+	}
+	return dec, nil
 }
 
 // asksAgentNext reports whether the next transition of v is asking the

@@ -977,3 +977,66 @@ func TestDriver_AllowedStepIsTwoEventsAndRunsAfterTheFirst(t *testing.T) {
 		t.Errorf("step 1 in the view: %+v, want decided at %v with its allow", s, recs[1].Event.Time)
 	}
 }
+
+// stepper is a [driver.Stepper] that hands out decisions by step number and
+// fails the test if it is asked with the run's view.
+type stepper struct {
+	t     *testing.T
+	calls []int                             // the step numbers it was asked for
+	next  func(n int) (driver.Action, bool) // its answer for step n
+}
+
+func (s *stepper) DecideStep(_ context.Context, n int) (driver.Action, bool) {
+	s.calls = append(s.calls, n)
+	return s.next(n)
+}
+
+func (s *stepper) Decide(context.Context, driver.StepInput) (driver.Action, error) {
+	s.t.Error("a Stepper was asked with Decide")
+	return driver.Action{}, errors.New("asked with Decide")
+}
+
+// A Stepper is asked by step number only; when it has no decision the drive
+// stops with nothing recorded for the step, and the run can be driven on; a
+// panic in it fails the run as an agent's would.
+func TestDriver_StepperIsAskedTheStepNumberAndMayStop(t *testing.T) {
+	env := testkit.JetStream(t)
+	log := env.Log(t, events.Config{})
+	read := testkit.NewLedger("read_file", events.ReadOnly, pathSchema)
+	d := newDriver(t, log, allowAll, read, done())
+
+	r := create(t, d, "stepper")
+	s := &stepper{t: t, next: func(n int) (driver.Action, bool) {
+		if n == 1 {
+			return testkit.Call("read_file", `{"path":"a"}`), true
+		}
+		return driver.Action{}, false
+	}}
+	drive(t, d, r, s)
+	if got, want := fmt.Sprint(s.calls), "[1 2]"; got != want {
+		t.Fatalf("steps asked: got %s, want %s", got, want)
+	}
+	wantCount(t, read, 1)
+	before := kinds(records(t, log, "stepper"))
+	v := r.View()
+	if v.Run.Status != projector.Running || v.Steps.Len() != 1 {
+		t.Fatalf("after a stepper with no decision: status %s, %d steps; want running with 1 step (events %v)", v.Run.Status, v.Steps.Len(), before)
+	}
+	if last := before[len(before)-1]; last != events.StepObserved {
+		t.Fatalf("last event: got %s, want the step's observation and nothing after it (events %v)", last, before)
+	}
+
+	// Driven on, with a decision for step 2 now.
+	s.next = func(n int) (driver.Action, bool) { return testkit.Call("done", `{}`), n == 2 }
+	drive(t, d, r, s)
+	wantEnd(t, r.View(), projector.Completed, events.ReasonCompleted)
+
+	// A panic is the agent's error.
+	r = create(t, d, "stepper-panic")
+	drive(t, d, r, &stepper{t: t, next: func(int) (driver.Action, bool) { panic("boom") }})
+	v = r.View()
+	wantEnd(t, v, projector.Failed, events.ReasonAgentError)
+	if !strings.Contains(v.Run.Detail, "agent panicked: boom") {
+		t.Errorf("run detail: got %q, want the panic", v.Run.Detail)
+	}
+}

@@ -119,10 +119,9 @@ type call struct {
 	expect int    // the step the call is
 	// dec is the decision to hand the driver when fresh (a new step, not
 	// a pending one asked again or a recovery). call is the drive's agent
-	// (see Decide); cut ends the drive's context.
+	// (see DecideStep).
 	dec   driver.Action
 	fresh bool
-	cut   context.CancelFunc
 	// within is the drive's context, carrying the call to the proxy.
 	within within
 
@@ -154,18 +153,27 @@ type call struct {
 	expired bool // the proxy's wait for the result timed out
 }
 
-var _ driver.Agent = (*call)(nil)
+var _ driver.Stepper = (*call)(nil)
 
-// Decide is the drive's agent: it hands over c's decision once, for the
-// step it is, and cuts the drive the next time it is asked (the step is
-// settled then), before anything more is recorded.
-func (c *call) Decide(ctx context.Context, in driver.StepInput) (driver.Action, error) {
-	if c.fresh && !c.decided && in.Steps.Len()+1 == c.expect {
+// DecideStep is the drive's agent: it hands over c's decision once, for
+// the step it is, and has none the next time it is asked (the step is
+// settled then): the drive stops there, before anything more is recorded.
+// It reads nothing of the run but the step number, so the driver copies
+// nothing of the view for it.
+func (c *call) DecideStep(_ context.Context, n int) (driver.Action, bool) {
+	if c.fresh && !c.decided && n == c.expect {
 		c.decided = true
-		return c.dec, nil
+		return c.dec, true
 	}
-	c.cut()
-	return driver.Action{}, ctx.Err()
+	return driver.Action{}, false
+}
+
+// Decide is DecideStep for a driver that asks with the run's view.
+func (c *call) Decide(ctx context.Context, in driver.StepInput) (driver.Action, error) {
+	if dec, ok := c.DecideStep(ctx, in.Steps.Len()+1); ok {
+		return dec, nil
+	}
+	return driver.Action{}, fmt.Errorf("gate: no decision for step %d (call %s is step %d)", in.Steps.Len()+1, c.tool, c.expect)
 }
 
 type allowed struct {

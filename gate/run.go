@@ -209,22 +209,16 @@ func (r *Run) planOn(v *projector.View, tool string, args json.RawMessage) (*cal
 
 // drive drives the run for c until the call's step is settled: the agent
 // hands over c's decision once, and the drive stops once the call is
-// handed over and its step settled (c.stop), or is cut the next time the
-// agent is asked (a step settled without running the call), before
-// anything more is recorded.
+// handed over and its step settled (c.stop), or the next time the agent
+// is asked (a step settled without running the call), before anything
+// more is recorded.
 func (r *Run) drive(c *call) error {
-	ctx, cancel := context.WithCancel(r.life)
-	defer cancel()
-	c.cut = cancel
 	// The proxy finds the call it runs in the context the driver hands
 	// it, which it derives from this one.
-	c.within = within{Context: ctx, c: c}
+	c.within = within{Context: r.life, c: c}
 	err := r.g.d.DriveUntil(&c.within, r.r, c, c.stop)
-	switch {
-	case errors.Is(err, driver.ErrStopped):
+	if errors.Is(err, driver.ErrStopped) {
 		return nil // the call's step is settled
-	case err != nil && ctx.Err() != nil && r.life.Err() == nil:
-		return nil // cut by the agent, where the next decision would be asked
 	}
 	return err
 }
@@ -280,7 +274,7 @@ func (r *Run) settledOn(v *projector.View, c *call) (Answer, error) {
 		return Answer{}, &WaitingError{Run: v.Run.ID, Approval: cp}
 	}
 	if ok && s.Observation != "" {
-		return Answer{Verdict: Deny, Step: s.N, Observation: observation(v, s.N), Ended: v.Run.Status.Ended()}, nil
+		return Answer{Verdict: Deny, Step: s.N, Observation: v.Observation(s.N), Ended: v.Run.Status.Ended()}, nil
 	}
 	if v.Run.Status.Ended() {
 		// The run ended on this call without an observation for it: an
@@ -289,15 +283,6 @@ func (r *Run) settledOn(v *projector.View, c *call) (Answer, error) {
 		return Answer{Verdict: Deny, Step: c.expect, Observation: &o, Ended: true}, nil
 	}
 	return Answer{}, fmt.Errorf("ask %s on run %s: step %d was not settled (run %s)", c.tool, r.ID(), c.expect, v.Run.Status)
-}
-
-// observation returns a copy of step n's observation, which it has: the
-// step is read by value when it is the last (a settled call's usually is).
-func observation(v *projector.View, n int) *events.ObservedBody {
-	if s, ok := v.Steps.Last(); ok && s.N == n {
-		return s.Observation
-	}
-	return v.Step(n).Observation
 }
 
 // recordedTimeout is the timeout the run recorded for tool.

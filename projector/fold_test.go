@@ -1133,9 +1133,9 @@ func TestFold_EndCarryingTheResultFoldsLikeThePair(t *testing.T) {
 	}
 }
 
-// TestView_SummaryAndDecisionAgreeWithStep holds the two cheap readers to
-// what View.Step says of every step of a rich history, and the decision's
-// copy to sharing nothing with the view.
+// TestView_SummaryAndDecisionAgreeWithStep holds the three cheap readers
+// to what View.Step says of every step of a rich history, and the
+// decision's and observation's copies to sharing nothing with the view.
 func TestView_SummaryAndDecisionAgreeWithStep(t *testing.T) {
 	h := richHistory(t)
 	v := h.fold()
@@ -1147,8 +1147,18 @@ func TestView_SummaryAndDecisionAgreeWithStep(t *testing.T) {
 		if (s != nil) != ok || ok != dok {
 			t.Fatalf("step %d: Step %v, Summary %v, Decision %v", n, s != nil, ok, dok)
 		}
+		obs := v.Observation(n)
 		if s == nil {
+			if obs != nil {
+				t.Errorf("step %d: no step, observation %+v", n, obs)
+			}
 			continue
+		}
+		if !reflect.DeepEqual(obs, s.Observation) {
+			t.Errorf("step %d: observation %+v, want %+v", n, obs, s.Observation)
+		}
+		if obs != nil {
+			obs.Content, obs.Kind = "changed", "changed"
 		}
 		wantSum := projector.StepSummary{N: s.N, Tool: s.Decision.Tool, Executing: s.Executing()}
 		if s.Observation != nil {

@@ -180,6 +180,21 @@ func (v *View) Summary(n int) (StepSummary, bool) {
 	return sum, true
 }
 
+// Observation returns a copy of step n's observation (1-based), nil when
+// there is no step n or it has none: [View.Step]'s Observation, without
+// copying the rest.
+func (v *View) Observation(n int) *events.ObservedBody {
+	if n < 1 || n > v.Steps.Len() {
+		return nil
+	}
+	o := v.Steps.ref(n - 1).Observation
+	if o == nil {
+		return nil
+	}
+	c := *o
+	return &c
+}
+
 // Decision returns a copy of step n's decision (1-based), and false if
 // there is no step n: [View.Step]'s Decision, without copying the rest.
 func (v *View) Decision(n int) (events.StepDecidedBody, bool) {
