@@ -37,6 +37,11 @@ type Config struct {
 	MaxObservation int
 	Now            func() time.Time
 	Logger         *slog.Logger
+	// Withheld, when set, says which of Tools are not as they were pinned
+	// right now (mcp.Set.Withheld): the driver's [driver.Config.Withheld].
+	// Each run records the list when it changes, and a call to a tool in
+	// it is refused as an unknown tool, before the policy is asked.
+	Withheld func() []events.WithheldTool
 }
 
 // Validate reports a configuration that cannot work.
@@ -73,7 +78,7 @@ func New(cfg Config) (*Gate, error) {
 	d, err := driver.New(driver.Config{
 		Log: cfg.Log, Policy: cfg.Policy, Tools: tools, Limits: cfg.Limits, ApprovalTTL: cfg.ApprovalTTL,
 		Operators: cfg.Operators, ClockSkew: cfg.ClockSkew, MaxObservation: cfg.MaxObservation,
-		Now: cfg.Now, Logger: cfg.Logger,
+		Now: cfg.Now, Logger: cfg.Logger, Withheld: cfg.Withheld,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("new gate: %w", err)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -25,7 +26,11 @@ type Config struct {
 	Gate gate.Config
 	// Tools are the upstream tools offered to the host (an [mcp.Set]'s
 	// tools): each is listed under its name with its model schema, and run
-	// with the arguments the gate allowed. At least one.
+	// with the arguments the gate allowed. At least one. A tool that
+	// Gate.Withheld names (mcp.Set.Withheld: changed upstream since it was
+	// pinned) is left out of every listing while it is named, and a call
+	// to it is recorded and refused as an unknown tool; see
+	// [Gateway.ToolsChanged].
 	Tools []driver.Tool
 	// Wait is how long a call that needs an operator waits for the
 	// decision before it answers that it waits. Default 10s; negative:
@@ -64,7 +69,8 @@ type Gateway struct {
 
 	mu       sync.Mutex
 	sessions map[*sdk.ServerSession]*session
-	first    bool // the first session has taken Config.Run
+	first    bool          // the first session has taken Config.Run
+	servers  []*sdk.Server // made by Server, told of ToolsChanged
 }
 
 // New checks cfg and builds a gateway: a tool the driver refuses, or whose
@@ -124,13 +130,67 @@ func (g *Gateway) Server() *sdk.Server {
 	for _, s := range g.specs {
 		srv.AddTool(listing(s), g.handler(s.Name))
 	}
-	srv.AddTool(&sdk.Tool{
+	srv.AddTool(statusTool(), g.status)
+	srv.AddReceivingMiddleware(g.unlistWithheld)
+	g.mu.Lock()
+	g.servers = append(g.servers, srv)
+	g.mu.Unlock()
+	return srv
+}
+
+func statusTool() *sdk.Tool {
+	return &sdk.Tool{
 		Name:        StatusTool,
 		Description: "Arbiter: which of this session's tool calls wait for an operator's approval. Read-only; records nothing.",
 		InputSchema: json.RawMessage(`{"type":"object","properties":{}}`),
 		Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true},
-	}, g.status)
-	return srv
+	}
+}
+
+// unlistWithheld leaves out of every tools/list answer the tools
+// Gate.Withheld names as it answers: a tool that changed upstream since it
+// was pinned is not shown to the host. It stays registered, so that a host
+// that calls it anyway (from a list it kept) has the call recorded and
+// refused by the gate, as a worker's run records and refuses it.
+func (g *Gateway) unlistWithheld(next sdk.MethodHandler) sdk.MethodHandler {
+	return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
+		res, err := next(ctx, method, req)
+		lr, ok := res.(*sdk.ListToolsResult)
+		if err != nil || !ok || method != "tools/list" || g.cfg.Gate.Withheld == nil {
+			return res, err
+		}
+		withheld := g.cfg.Gate.Withheld()
+		if len(withheld) == 0 {
+			return res, nil
+		}
+		kept := make([]*sdk.Tool, 0, len(lr.Tools))
+		for _, t := range lr.Tools {
+			if !slices.ContainsFunc(withheld, func(w events.WithheldTool) bool { return w.Name == t.Name }) {
+				kept = append(kept, t)
+			}
+		}
+		out := *lr
+		out.Tools = kept
+		return &out, nil
+	}
+}
+
+// ToolsChanged tells every host connected to a server of this gateway
+// that its tool list changed (an MCP notifications/tools/list_changed),
+// so that it lists the tools again: call it when what Gate.Withheld says
+// may have changed (from mcp.Options.OnChange, as arbiter gateway does).
+// Listings are right without it; a host that is not told keeps the list
+// it has, and a call to a tool withheld since is refused.
+func (g *Gateway) ToolsChanged() {
+	g.mu.Lock()
+	servers := slices.Clone(g.servers)
+	g.mu.Unlock()
+	for _, srv := range servers {
+		// Registering a tool again under its name replaces it, and the
+		// server notifies every session (after a short delay that
+		// gathers changes).
+		srv.AddTool(statusTool(), g.status)
+	}
 }
 
 // listing is how a tool is shown to the host: its model schema (fixed

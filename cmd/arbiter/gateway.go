@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"sync/atomic"
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -61,7 +62,15 @@ func runGateway(ctx context.Context, args []string, out io.Writer) error {
 		return fmt.Errorf("mcp: %w (review with arbiter mcp tools, then write it with arbiter mcp pin)", err)
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	set, err := mcp.Connect(ctx, file.MCP, lock, mcp.Options{Logger: logger, Stderr: os.Stderr})
+	// A tool that changes upstream while the gateway runs is withheld
+	// (mcp.Set.Withheld): hosts are told to list the tools again.
+	var told atomic.Pointer[gateway.Gateway]
+	onChange := func(mcp.Review) {
+		if gw := told.Load(); gw != nil {
+			gw.ToolsChanged()
+		}
+	}
+	set, err := mcp.Connect(ctx, file.MCP, lock, mcp.Options{Logger: logger, Stderr: os.Stderr, OnChange: onChange})
 	if err != nil {
 		return err
 	}
@@ -79,12 +88,13 @@ func runGateway(ctx context.Context, args []string, out io.Writer) error {
 	}
 	ttl, wait := file.Durations()
 	gw, err := gateway.New(gateway.Config{
-		Gate:  gate.Config{Log: c.log, Policy: p, Operators: ops, ApprovalTTL: ttl, Logger: logger},
+		Gate:  gate.Config{Log: c.log, Policy: p, Operators: ops, ApprovalTTL: ttl, Logger: logger, Withheld: set.Withheld},
 		Tools: set.Tools(), Wait: wait, Actor: file.Actor, Run: *run, Logger: logger,
 	})
 	if err != nil {
 		return err
 	}
+	told.Store(gw)
 	if *addr == "" {
 		err := gw.Server().Run(ctx, &sdk.StdioTransport{})
 		if ctx.Err() != nil {
