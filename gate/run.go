@@ -29,6 +29,12 @@ type Run struct {
 	mu       sync.Mutex
 	r        *driver.Run // owned by the drive goroutine while a call is in flight
 	inflight *call       // the allowed call not yet reported
+	// stale is set when a drive failed other than on a conflict (the log
+	// away, say): the run is read again from the log before the next
+	// call, since what the failed drive sent may or may not be stored,
+	// and the driver would otherwise send the decision it could not
+	// store again, as the next call's, whatever that call is.
+	stale bool
 	// calling is set while Call holds mu through a call, so that View
 	// answers at once instead of waiting for the call to end.
 	calling atomic.Bool
@@ -74,7 +80,7 @@ func (r *Run) Ask(ctx context.Context, tool string, args json.RawMessage) (Answe
 	if err := ctx.Err(); err != nil {
 		return Answer{}, fmt.Errorf("ask %s on run %s: %w", tool, r.ID(), err)
 	}
-	c, err := r.plan(tool, args)
+	c, err := r.plan(ctx, tool, args)
 	if err != nil {
 		return Answer{}, err
 	}
@@ -129,7 +135,7 @@ func (r *Run) Call(ctx context.Context, tool string, args json.RawMessage, fn fu
 	if err := ctx.Err(); err != nil {
 		return Answer{}, fmt.Errorf("call %s on run %s: %w", tool, r.ID(), err)
 	}
-	c, err := r.plan(tool, args)
+	c, err := r.plan(ctx, tool, args)
 	if err != nil {
 		return Answer{}, err
 	}
@@ -155,8 +161,15 @@ func (r *Run) Call(ctx context.Context, tool string, args json.RawMessage, fn fu
 }
 
 // plan sets up the call that asking tool with args is, on the run as it
-// stands.
-func (r *Run) plan(tool string, args json.RawMessage) (c *call, err error) {
+// stands: as the log says it, after a failed drive.
+func (r *Run) plan(ctx context.Context, tool string, args json.RawMessage) (c *call, err error) {
+	if r.stale {
+		fresh, err := r.g.d.Load(ctx, r.ID())
+		if err != nil {
+			return nil, fmt.Errorf("ask %s on run %s: read the run again after a failed call: %w", tool, r.ID(), err)
+		}
+		r.r, r.stale = fresh, false
+	}
 	r.r.Peek(func(v *projector.View) { c, err = r.planOn(v, tool, args) })
 	return c, err
 }
@@ -229,6 +242,7 @@ func (r *Run) settled(c *call, err error) (Answer, error) {
 		return r.movedOn(c, err)
 	}
 	if err != nil {
+		r.stale = true
 		return Answer{}, fmt.Errorf("ask %s on run %s: %w", c.tool, r.ID(), err)
 	}
 	var (
