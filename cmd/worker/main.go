@@ -273,9 +273,9 @@ func connect(ctx context.Context, f flags, lc events.Config, fc fleet.Config, sy
 		}
 		// One attempt: a server that is not there at start is a mistake to
 		// report (a supervisor restarts the worker), not a wait. Once
-		// connected, the worker rides out a server restart (reconnects
-		// without end, while a step in flight fails and is retried).
-		nc, err := nats.Connect(f.natsURL, append(opts, nats.MaxReconnects(-1), nats.Timeout(5*time.Second))...)
+		// connected, the worker rides out a server restart (the options
+		// reconnect without end, and a step in flight fails and is retried).
+		nc, err := nats.Connect(f.natsURL, append(opts, nats.Timeout(5*time.Second))...)
 		if err != nil {
 			return nil, nil, fmt.Errorf("cannot reach NATS at %s: %w (is the server up and is that its address? a worker with --nats joins a running server; without --nats it starts its own)", f.natsURL, err)
 		}

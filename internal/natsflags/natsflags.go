@@ -50,12 +50,20 @@ const PasswordEnv = "ARBITER_NATS_PASSWORD"
 // client name. A user gets its own inbox prefix, as the permissions of the
 // embedded default and docs/nats-server.conf require. The password is
 // --password, else --password-file's, else $ARBITER_NATS_PASSWORD's.
+//
+// Once connected, the connection rides out a server that goes away for any
+// length of time (a gateway or a notifier outlives a restart, not only two
+// minutes of one), and holds nothing back while it is away: a publish then
+// fails at once, rather than waiting in a buffer to go out after the
+// reconnect. An append its caller was told had failed must not land later
+// behind the caller's back, as a step decided, that the program never ran,
+// which recovery would then ask an operator about.
 func (f *Flags) Options(name string) ([]nats.Option, error) {
 	return f.options(name, os.Getenv)
 }
 
 func (f *Flags) options(name string, getenv func(string) string) ([]nats.Option, error) {
-	opts := []nats.Option{nats.Name(name)}
+	opts := []nats.Option{nats.Name(name), nats.MaxReconnects(-1), nats.ReconnectBufSize(-1)}
 	if f.Password == "" && f.PasswordFile == "" && f.User != "" {
 		f.Password = getenv(PasswordEnv)
 	}

@@ -2,9 +2,11 @@ package natsflags_test
 
 import (
 	"flag"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -12,6 +14,7 @@ import (
 	"github.com/arbiter-run/arbiter/events"
 	"github.com/arbiter-run/arbiter/internal/natsflags"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 func TestFlags_ParseAndLogConfig(t *testing.T) {
@@ -137,5 +140,94 @@ func TestFlags_PasswordFromTheEnvironment(t *testing.T) {
 	if nc, err := nats.Connect(srv.ClientURL(), opts...); err == nil {
 		nc.Close()
 		t.Error("--password not-it connected: the environment's password was used over the flag")
+	}
+}
+
+// A connection made with the flags' options, once up, rides out a server
+// that is away for longer than the client's default of sixty reconnect
+// attempts, and a publish made while the server is away fails at once
+// instead of going out after the reconnect: an append its caller was told
+// had failed never lands later.
+func TestFlags_AConnectionRidesOutAnOutageAndSendsNothingLate(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	dir := t.TempDir()
+	var srv *embedded.Server
+	start := func() {
+		s, err := embedded.Start(embedded.Config{Dir: dir, Port: port})
+		if err != nil {
+			t.Fatalf("start server: %v", err)
+		}
+		t.Cleanup(s.Stop)
+		srv = s
+	}
+	start()
+
+	var f natsflags.Flags
+	opts, err := f.Options("test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var failed atomic.Int64
+	// Quick attempts, so that the client's default limit would be used
+	// up within the outage below.
+	opts = append(opts, nats.ReconnectWait(5*time.Millisecond), nats.ReconnectJitter(0, 0),
+		nats.ReconnectErrHandler(func(*nats.Conn, error) { failed.Add(1) }))
+	nc, err := nats.Connect(srv.ClientURL(), opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream, err := js.CreateStream(t.Context(), jetstream.StreamConfig{Name: "T", Subjects: []string{"t.>"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	srv.Stop()
+	// Away for more failed attempts than the default limit allows: a
+	// connection with that limit is closed by then, and the wait ends.
+	const beyond = 2 * nats.DefaultMaxReconnect
+	deadline := time.Now().Add(20 * time.Second)
+	for failed.Load() < beyond && !nc.IsClosed() {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited 20s for %d failed reconnects, saw %d", beyond, failed.Load())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if nc.IsClosed() {
+		t.Fatalf("the connection gave up after %d failed reconnects", failed.Load())
+	}
+	if err := nc.Publish("t.lost", []byte("sent while away")); err == nil {
+		t.Fatal("a publish while the server is away: no error, so it waits to go out after the reconnect")
+	}
+
+	start()
+	for deadline := time.Now().Add(10 * time.Second); !nc.IsConnected(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no reconnect within 10s of the server's return (status %v)", nc.Status())
+		}
+	}
+	// An acknowledged publish after the reconnect: anything sent late
+	// would have reached the stream before it.
+	if _, err := js.Publish(t.Context(), "t.after", []byte("after")); err != nil {
+		t.Fatal(err)
+	}
+	info, err := stream.Info(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.State.Msgs != 1 {
+		t.Fatalf("the stream holds %d messages, want only the one published after the reconnect", info.State.Msgs)
+	}
+	if _, err := stream.GetLastMsgForSubject(t.Context(), "t.lost"); err == nil {
+		t.Fatal("the publish made while the server was away reached the stream after the reconnect")
 	}
 }
