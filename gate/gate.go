@@ -18,7 +18,12 @@ import (
 
 // Config builds a [Gate]. Zero values are documented per field.
 type Config struct {
-	// Log is where runs live. Required.
+	// Log is where runs live. Required. Its connection is best made with
+	// nats.ReconnectBufSize(-1), as the arbiter commands make theirs: the
+	// client's default buffers a publish while the server is away and
+	// sends it after the reconnect, so an allow the program was told had
+	// failed could land later as a step decided that never ran, for an
+	// operator to settle.
 	Log *events.Log
 	// Policy decides every call. Required.
 	Policy policy.Policy
