@@ -3,12 +3,10 @@ package gate_test
 import (
 	"context"
 	"encoding/json"
-	"net"
 	"slices"
 	"testing"
 	"time"
 
-	"github.com/arbiter-run/arbiter/embedded"
 	"github.com/arbiter-run/arbiter/events"
 	"github.com/arbiter-run/arbiter/gate"
 	"github.com/arbiter-run/arbiter/testkit"
@@ -32,25 +30,8 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // again rather than ask its agent twice; a gate's agent is the program's
 // call, and a call given up on must not become the decision of the next.
 func TestGate_ACallLostWithTheServerIsNotTheNextCallsDecision(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
-	dir := t.TempDir()
-	var up *embedded.Server
-	start := func() *embedded.Server {
-		srv, err := embedded.Start(embedded.Config{Dir: dir, Port: port})
-		if err != nil {
-			t.Fatalf("start server: %v", err)
-		}
-		t.Cleanup(srv.Stop)
-		up = srv
-		return srv
-	}
-	stop := func() { up.Stop() }
-	srv := start()
+	up := testkit.RestartableJetStream(t)
+	start, stop, srv := up.Start, up.Stop, up.Server()
 	// Reconnecting, and with no buffer: a publish while the server is
 	// away fails at once instead of going out after the reconnect.
 	nc, err := nats.Connect(srv.ClientURL(), nats.MaxReconnects(-1), nats.ReconnectWait(20*time.Millisecond), nats.ReconnectBufSize(-1))

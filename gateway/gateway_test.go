@@ -8,7 +8,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -29,16 +28,7 @@ func TestGateway_ReadPassesWriteWaitsGrantRunsOnce(t *testing.T) {
 	cs := host(t, f.gateway(t, tools, "").Server())
 
 	// Only the pinned, classified tools and the status tool are listed.
-	lt, err := cs.ListTools(t.Context(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, tl := range lt.Tools {
-		names = append(names, tl.Name)
-	}
-	slices.Sort(names)
-	if strings.Join(names, ",") != "arbiter_status,fs__read_text_file,fs__write_file" {
+	if names := listed(t, cs); strings.Join(names, ",") != "arbiter_status,fs__read_text_file,fs__write_file" {
 		t.Fatalf("listed: %v, want the two the operator classified and the status tool", names)
 	}
 	if st := status(t, cs); st.Run != "" || len(st.Waiting) != 0 {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -137,6 +138,21 @@ func (f *fleet) gateway(t testing.TB, tools []driver.Tool, run string) *gateway.
 }
 
 // host connects an MCP client (the host) to srv in this process.
+// listed is the names of the tools cs is offered, sorted.
+func listed(t testing.TB, cs *sdk.ClientSession) []string {
+	t.Helper()
+	lt, err := cs.ListTools(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, tl := range lt.Tools {
+		names = append(names, tl.Name)
+	}
+	slices.Sort(names)
+	return names
+}
+
 func host(t testing.TB, srv *sdk.Server) *sdk.ClientSession {
 	t.Helper()
 	ct, st := sdk.NewInMemoryTransports()

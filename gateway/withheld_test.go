@@ -84,21 +84,8 @@ func TestGateway_AToolChangedUpstreamIsUnlistedAndRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cs.Close() })
-	listed := func() []string {
-		t.Helper()
-		lt, err := cs.ListTools(t.Context(), nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var names []string
-		for _, tl := range lt.Tools {
-			names = append(names, tl.Name)
-		}
-		slices.Sort(names)
-		return names
-	}
 
-	if got, want := listed(), []string{gateway.StatusTool, "web__write"}; !slices.Equal(got, want) {
+	if got, want := listed(t, cs), []string{gateway.StatusTool, "web__write"}; !slices.Equal(got, want) {
 		t.Fatalf("listed before the change: %v, want %v", got, want)
 	}
 	if out, isErr := callTool(t, cs, "web__write", map[string]any{"text": "a"}); isErr || out != "written" || ran.Load() != 1 {
@@ -118,7 +105,7 @@ func TestGateway_AToolChangedUpstreamIsUnlistedAndRefused(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the host was not told that the tool list changed")
 	}
-	if got, want := listed(), []string{gateway.StatusTool}; !slices.Equal(got, want) {
+	if got, want := listed(t, cs), []string{gateway.StatusTool}; !slices.Equal(got, want) {
 		t.Fatalf("listed after the change: %v, want %v (the changed tool left out)", got, want)
 	}
 

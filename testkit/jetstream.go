@@ -159,3 +159,39 @@ func JetStreamWith(t testing.TB, cfg embedded.Config) *JS {
 	t.Cleanup(s.Stop)
 	return connect(t, s)
 }
+
+// Restartable is an embedded JetStream server that a test stops and starts
+// again, on the same port of 127.0.0.1 and the same store, as a server
+// restarted under clients that reconnect to it.
+type Restartable struct {
+	t    testing.TB
+	dir  string
+	port int
+	srv  *embedded.Server
+}
+
+// RestartableJetStream starts a [Restartable] storing in t.TempDir(); it
+// is stopped when the test ends.
+func RestartableJetStream(t testing.TB) *Restartable {
+	t.Helper()
+	r := &Restartable{t: t, dir: t.TempDir(), port: freePorts(t, 1)[0]}
+	r.Start()
+	return r
+}
+
+// Server is the server now running, or the last one stopped.
+func (r *Restartable) Server() *embedded.Server { return r.srv }
+
+// Stop stops the server.
+func (r *Restartable) Stop() { r.srv.Stop() }
+
+// Start starts the server again where it was.
+func (r *Restartable) Start() {
+	r.t.Helper()
+	s, err := embedded.Start(embedded.Config{Dir: r.dir, Port: r.port})
+	if err != nil {
+		r.t.Fatalf("start embedded JetStream on port %d: %v", r.port, err)
+	}
+	r.t.Cleanup(s.Stop)
+	r.srv = s
+}

@@ -2,7 +2,6 @@ package natsflags_test
 
 import (
 	"flag"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +12,7 @@ import (
 	"github.com/arbiter-run/arbiter/embedded"
 	"github.com/arbiter-run/arbiter/events"
 	"github.com/arbiter-run/arbiter/internal/natsflags"
+	"github.com/arbiter-run/arbiter/testkit"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -149,23 +149,7 @@ func TestFlags_PasswordFromTheEnvironment(t *testing.T) {
 // instead of going out after the reconnect: an append its caller was told
 // had failed never lands later.
 func TestFlags_AConnectionRidesOutAnOutageAndSendsNothingLate(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
-	dir := t.TempDir()
-	var srv *embedded.Server
-	start := func() {
-		s, err := embedded.Start(embedded.Config{Dir: dir, Port: port})
-		if err != nil {
-			t.Fatalf("start server: %v", err)
-		}
-		t.Cleanup(s.Stop)
-		srv = s
-	}
-	start()
+	up := testkit.RestartableJetStream(t)
 
 	var f natsflags.Flags
 	opts, err := f.Options("test")
@@ -177,7 +161,7 @@ func TestFlags_AConnectionRidesOutAnOutageAndSendsNothingLate(t *testing.T) {
 	// up within the outage below.
 	opts = append(opts, nats.ReconnectWait(5*time.Millisecond), nats.ReconnectJitter(0, 0),
 		nats.ReconnectErrHandler(func(*nats.Conn, error) { failed.Add(1) }))
-	nc, err := nats.Connect(srv.ClientURL(), opts...)
+	nc, err := nats.Connect(up.Server().ClientURL(), opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,7 +175,7 @@ func TestFlags_AConnectionRidesOutAnOutageAndSendsNothingLate(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	srv.Stop()
+	up.Stop()
 	// Away for more failed attempts than the default limit allows: a
 	// connection with that limit is closed by then, and the wait ends.
 	const beyond = 2 * nats.DefaultMaxReconnect
@@ -209,7 +193,7 @@ func TestFlags_AConnectionRidesOutAnOutageAndSendsNothingLate(t *testing.T) {
 		t.Fatal("a publish while the server is away: no error, so it waits to go out after the reconnect")
 	}
 
-	start()
+	up.Start()
 	for deadline := time.Now().Add(10 * time.Second); !nc.IsConnected(); time.Sleep(5 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("no reconnect within 10s of the server's return (status %v)", nc.Status())
