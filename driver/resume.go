@@ -90,3 +90,40 @@ func (d *Driver) resume(ctx context.Context, r *Run, grant *projector.Approval) 
 // InterruptedSideEffect is the kind of the approval the runtime raises for a
 // call a crash interrupted, when nothing can say whether it took effect.
 const InterruptedSideEffect = "interrupted_side_effect"
+
+// TakeIn records what has come for the approval r waits on without acting
+// on a grant: the decisions operators published for it since the last one
+// the run recorded, each verified and recorded (or recorded refused), and
+// its expiry once the deadline has passed. A denial and an expiry end the
+// run as a drive would; a grant is recorded and left for the drive that
+// runs its step, which only [Driver.Drive] does. A run that does not wait
+// on a pending approval is left as it is.
+//
+// It is for a holder that drives a run only when its caller asks that
+// step of it (a gate): the operator's word on a call the caller has not
+// asked again is still the run's record, and a denied or expired call
+// still ends the run, before whatever the caller asks next. The errors
+// are [Driver.Drive]'s.
+func (d *Driver) TakeIn(ctx context.Context, r *Run) error {
+	for r.view.Run.Status == projector.Waiting {
+		if r.cached {
+			// A decision is acted on as the events say the run is.
+			if err := d.verify(ctx, r); err != nil {
+				return fmt.Errorf("take in decisions on run %s: %w", r.ID(), err)
+			}
+			continue
+		}
+		a := r.view.PendingApproval()
+		if a == nil || a.State == projector.Granted || budgetGrantChecked(r) {
+			return nil
+		}
+		moved, err := d.settle(ctx, r)
+		if err != nil {
+			return fmt.Errorf("take in decisions on run %s: %w", r.ID(), err)
+		}
+		if !moved {
+			return nil
+		}
+	}
+	return nil
+}
