@@ -134,5 +134,7 @@ func (g *Gate) Resume(ctx context.Context, id string) (*Run, error) {
 
 func (g *Gate) newRun(r *driver.Run) *Run {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Run{g: g, id: r.ID(), r: r, life: ctx, stop: cancel}
+	run := &Run{g: g, id: r.ID(), r: r, life: ctx, stop: cancel}
+	run.watch()
+	return run
 }

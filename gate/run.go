@@ -38,6 +38,12 @@ type Run struct {
 	// calling is set while Call holds mu through a call, so that View
 	// answers at once instead of waiting for the call to end.
 	calling atomic.Bool
+
+	// watched is the pending approval whose expiry timer is armed (under
+	// mu): see watch.
+	watched string
+	tmu     sync.Mutex // guards timer, which Close stops without mu
+	timer   *time.Timer
 }
 
 // ID is the run's id.
@@ -59,7 +65,113 @@ func (r *Run) View() (projector.View, error) {
 // Close ends this process's hold on the run. An allowed call not yet
 // reported is left to recovery, as a crash would leave it: the next
 // process to ask on the run recovers it.
-func (r *Run) Close() { r.stop() }
+func (r *Run) Close() {
+	r.stop()
+	r.tmu.Lock()
+	if r.timer != nil {
+		r.timer.Stop()
+	}
+	r.tmu.Unlock()
+}
+
+// TakeIn records what operators decided on the approval the run waits on,
+// and its expiry once passed, and runs nothing (see [driver.Driver.TakeIn]):
+// a denied or expired call ends the run, a granted one waits for the same
+// call to be asked again. A reader of the run's state (the gateway's status
+// tool) calls it before [Run.View]. While a call is being asked or run it
+// returns at once and does nothing: that call takes them in itself. Every
+// call does so anyway; and while this process holds the run, an approval's
+// expiry is recorded when it passes, whether or not anything is asked then.
+func (r *Run) TakeIn(ctx context.Context) error {
+	if r.calling.Load() || !r.mu.TryLock() {
+		return nil
+	}
+	defer r.mu.Unlock()
+	if r.inflight != nil {
+		return nil
+	}
+	defer r.watch()
+	return r.takeIn(ctx, "take in decisions")
+}
+
+// takeIn is TakeIn under mu; what names the caller in an error.
+func (r *Run) takeIn(ctx context.Context, what string) error {
+	if err := r.reload(ctx, what); err != nil {
+		return err
+	}
+	err := r.g.d.TakeIn(ctx, r.r)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, events.ErrConflict):
+		_, err = r.movedOn(what, err)
+		return err
+	}
+	r.stale = true
+	return fmt.Errorf("%s on run %s: %w", what, r.ID(), err)
+}
+
+// watch arms a timer for the expiry of the pending approval the run waits
+// on, unless one is armed for it: the expiry is then recorded when it
+// passes, while this process holds the run. Under mu, or before the run is
+// handed out.
+func (r *Run) watch() { r.watchAfter("") }
+
+// watchAfter is watch from the expiry timer, which has just taken in the
+// approval was: if that one still waits (the log was away, or the gate's
+// clock is behind the deadline), it is looked at again a second later.
+func (r *Run) watchAfter(was string) {
+	if r.inflight != nil || r.life.Err() != nil {
+		return // the drive of the call in flight owns r.r
+	}
+	var (
+		id string
+		at time.Time
+	)
+	r.r.Peek(func(v *projector.View) {
+		if a := v.PendingApproval(); v.Run.Status == projector.Waiting && a != nil && a.State == projector.Pending && a.ExpiresAt != nil {
+			id, at = a.ID, *a.ExpiresAt
+		}
+	})
+	if id == "" || id == r.watched {
+		return
+	}
+	r.watched = id
+	wait := max(at.Sub(r.g.now())+10*time.Millisecond, 0) // just after the deadline
+	if id == was {
+		wait = max(wait, time.Second)
+	}
+	r.tmu.Lock()
+	defer r.tmu.Unlock()
+	if r.life.Err() == nil {
+		r.timer = time.AfterFunc(wait, r.expire)
+	}
+}
+
+// expire is the expiry timer's: it takes in what came for the approval,
+// its expiry included, and watches the next one.
+func (r *Run) expire() {
+	if r.life.Err() != nil {
+		return
+	}
+	if r.calling.Load() || !r.mu.TryLock() {
+		// A call holds the run: it takes in the expiry itself; the timer
+		// looks again soon in case that call ended just before.
+		r.tmu.Lock()
+		if r.life.Err() == nil {
+			r.timer = time.AfterFunc(50*time.Millisecond, r.expire)
+		}
+		r.tmu.Unlock()
+		return
+	}
+	defer r.mu.Unlock()
+	was := r.watched
+	r.watched = ""
+	if r.inflight == nil {
+		_ = r.takeIn(r.life, "record an approval's expiry") // on failure, tried again below
+	}
+	r.watchAfter(was)
+}
 
 // Ask asks whether tool may run with args (the exact bytes the model
 // produced). The request is recorded before anything checks it. The answer
@@ -80,6 +192,7 @@ func (r *Run) Ask(ctx context.Context, tool string, args json.RawMessage) (Answe
 	if err := ctx.Err(); err != nil {
 		return Answer{}, fmt.Errorf("ask %s on run %s: %w", tool, r.ID(), err)
 	}
+	defer r.watch()
 	c, err := r.plan(ctx, tool, args)
 	if err != nil {
 		return Answer{}, err
@@ -135,6 +248,7 @@ func (r *Run) Call(ctx context.Context, tool string, args json.RawMessage, fn fu
 	if err := ctx.Err(); err != nil {
 		return Answer{}, fmt.Errorf("call %s on run %s: %w", tool, r.ID(), err)
 	}
+	defer r.watch()
 	c, err := r.plan(ctx, tool, args)
 	if err != nil {
 		return Answer{}, err
@@ -161,17 +275,38 @@ func (r *Run) Call(ctx context.Context, tool string, args json.RawMessage, fn fu
 }
 
 // plan sets up the call that asking tool with args is, on the run as it
-// stands: as the log says it, after a failed drive.
+// stands: as the log says it, after a failed drive, and with what came for
+// another call's approval taken in.
 func (r *Run) plan(ctx context.Context, tool string, args json.RawMessage) (c *call, err error) {
-	if r.stale {
-		fresh, err := r.g.d.Load(ctx, r.ID())
-		if err != nil {
-			return nil, fmt.Errorf("ask %s on run %s: read the run again after a failed call: %w", tool, r.ID(), err)
-		}
-		r.r, r.stale = fresh, false
+	if err := r.reload(ctx, "ask "+tool); err != nil {
+		return nil, err
 	}
 	r.r.Peek(func(v *projector.View) { c, err = r.planOn(v, tool, args) })
+	var w *WaitingError
+	if errors.As(err, &w) && w.Approval.State == projector.Pending {
+		// The run waits on another call, whose approval an operator may
+		// have decided, or which may have expired: the answer is the run
+		// as that makes it (ended, or waiting on a grant).
+		if err := r.takeIn(ctx, "ask "+tool); err != nil {
+			return nil, err
+		}
+		r.r.Peek(func(v *projector.View) { c, err = r.planOn(v, tool, args) })
+	}
 	return c, err
+}
+
+// reload reads the run again from the log after a failed drive; what
+// names the caller in an error.
+func (r *Run) reload(ctx context.Context, what string) error {
+	if !r.stale {
+		return nil
+	}
+	fresh, err := r.g.d.Load(ctx, r.ID())
+	if err != nil {
+		return fmt.Errorf("%s on run %s: read the run again after a failed call: %w", what, r.ID(), err)
+	}
+	r.r, r.stale = fresh, false
+	return nil
 }
 
 // planOn is plan on the run's own view, which it must not change or keep.
@@ -239,7 +374,7 @@ func (r *Run) drive(c *call) error {
 // settled turns the end of c's drive into the answer about c.
 func (r *Run) settled(c *call, err error) (Answer, error) {
 	if errors.Is(err, events.ErrConflict) {
-		return r.movedOn(c, err)
+		return r.movedOn("ask "+c.tool, err)
 	}
 	if err != nil {
 		r.stale = true
@@ -253,12 +388,12 @@ func (r *Run) settled(c *call, err error) (Answer, error) {
 	return a, serr
 }
 
-// movedOn is the answer about c when another process moved the run on
-// (err wraps [events.ErrConflict]): whatever it did is in the log; this
-// one drops its view and reads it again. It is apart from settled, whose
+// movedOn is the answer about what (a call, say) when another process
+// moved the run on (err wraps [events.ErrConflict]): whatever it did is in
+// the log; this one drops its view and reads it again. It is apart from settled, whose
 // frame would otherwise hold a copy of a view (3 KB) on every call: a
 // caller whose stack is small (an Ask's Report) would grow it for that.
-func (r *Run) movedOn(c *call, err error) (Answer, error) {
+func (r *Run) movedOn(what string, err error) (Answer, error) {
 	fresh, lerr := r.g.d.Load(context.WithoutCancel(r.life), r.ID())
 	if lerr == nil {
 		r.r = fresh
@@ -273,7 +408,7 @@ func (r *Run) movedOn(c *call, err error) (Answer, error) {
 			return Answer{}, end
 		}
 	}
-	return Answer{}, fmt.Errorf("ask %s on run %s: %w: %w", c.tool, r.ID(), ErrElsewhere, err)
+	return Answer{}, fmt.Errorf("%s on run %s: %w: %w", what, r.ID(), ErrElsewhere, err)
 }
 
 // settledOn is the answer about c on the run's own view, which it must not

@@ -1,0 +1,131 @@
+package gate_test
+
+import (
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/arbiter-run/arbiter/events"
+	"github.com/arbiter-run/arbiter/gate"
+	"github.com/arbiter-run/arbiter/projector"
+)
+
+// askOther asks a read while r waits on another call's approval.
+func askOther(t *testing.T, r *gate.Run) error {
+	t.Helper()
+	_, err := r.Ask(t.Context(), "read", json.RawMessage(`{"path":"a"}`))
+	if err == nil {
+		t.Fatal("a read asked while the run waited on a send: no error")
+	}
+	return err
+}
+
+func wantEnded(t *testing.T, err error, reason events.EndReason) {
+	t.Helper()
+	var ended *gate.EndedError
+	if !errors.As(err, &ended) || ended.Reason != string(reason) {
+		t.Fatalf("got %v, want an *EndedError for %s", err, reason)
+	}
+}
+
+// The operator's word on a call the program has not asked again is taken
+// in by whatever the program asks next, and by TakeIn: a denial or an
+// expiry ends the run then, and a grant is recorded and left for the same
+// call, instead of every other call being refused as waiting on an
+// approval an operator already decided.
+func TestGate_AnotherCallTakesInTheOperatorsWord(t *testing.T) {
+	t.Run("denied", func(t *testing.T) {
+		e := newEnv(t)
+		r := open(t, e.gate(t), "denied")
+		p := ask(t, r, "send", `{"to":"x@example.com"}`, gate.Pending)
+		e.decide(t, r.ID(), p.Approval, events.DecisionDeny)
+		wantEnded(t, askOther(t, r), events.ReasonApprovalDenied)
+		ks := kinds(t, e.log, r.ID())
+		if count(ks, events.ApprovalDenied) != 1 || count(ks, events.StepObserved) != 0 {
+			t.Fatalf("events %v: want the denial recorded once and nothing run", ks)
+		}
+	})
+
+	t.Run("expired", func(t *testing.T) {
+		e := newEnv(t)
+		e.cfg.ApprovalTTL = time.Minute
+		r := open(t, e.gate(t), "expired")
+		ask(t, r, "send", `{"to":"x@example.com"}`, gate.Pending)
+		// Before the deadline the other call is refused as waiting: the
+		// end below is the expiry's.
+		var w *gate.WaitingError
+		if err := askOther(t, r); !errors.As(err, &w) || w.Approval.State != projector.Pending {
+			t.Fatalf("before the expiry: %v, want a *WaitingError on a pending approval", err)
+		}
+		e.clk.Advance(2 * time.Minute)
+		wantEnded(t, askOther(t, r), events.ReasonApprovalExpired)
+		if n := count(kinds(t, e.log, r.ID()), events.ApprovalExpired); n != 1 {
+			t.Fatalf("approval.expired recorded %d times, want 1", n)
+		}
+	})
+
+	t.Run("granted", func(t *testing.T) {
+		e := newEnv(t)
+		r := open(t, e.gate(t), "granted")
+		p := ask(t, r, "send", `{"to":"x@example.com"}`, gate.Pending)
+		e.decide(t, r.ID(), p.Approval, events.DecisionGrant)
+		var w *gate.WaitingError
+		if err := askOther(t, r); !errors.As(err, &w) || w.Approval.State != projector.Granted {
+			t.Fatalf("another call after the grant: %v, want a *WaitingError on the granted approval", err)
+		}
+		ks := kinds(t, e.log, r.ID())
+		if count(ks, events.ApprovalGranted) != 1 || count(ks, events.StepObserved) != 0 {
+			t.Fatalf("events %v: want the grant recorded once and nothing run", ks)
+		}
+		ask(t, r, "send", `{"to":"x@example.com"}`, gate.Allow)
+		report(t, r, "sent")
+		if n := count(kinds(t, e.log, r.ID()), events.StepObserved); n != 1 {
+			t.Fatalf("observations: %d, want the granted call run once", n)
+		}
+	})
+
+	t.Run("through TakeIn, nothing asked", func(t *testing.T) {
+		e := newEnv(t)
+		r := open(t, e.gate(t), "taken-in")
+		p := ask(t, r, "send", `{"to":"x@example.com"}`, gate.Pending)
+		if err := r.TakeIn(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if v := view(t, r); v.Run.Status != projector.Waiting {
+			t.Fatalf("take-in before a decision: run %s, want still waiting", v.Run.Status)
+		}
+		e.decide(t, r.ID(), p.Approval, events.DecisionDeny)
+		if err := r.TakeIn(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if v := view(t, r); v.Run.Status != projector.Cancelled || v.Run.Reason != string(events.ReasonApprovalDenied) {
+			t.Fatalf("take-in after a denial: run %s %s, want cancelled %s", v.Run.Status, v.Run.Reason, events.ReasonApprovalDenied)
+		}
+	})
+}
+
+// While a program holds a run, the expiry of the approval it waits on is
+// recorded when it passes, with nothing asked then; a program that
+// resumes a waiting run watches it the same way.
+func TestGate_AnExpiryIsRecordedWithNothingAsked(t *testing.T) {
+	e := newEnv(t)
+	e.cfg.Now, e.cfg.ApprovalTTL = time.Now, 300*time.Millisecond
+	g := e.gate(t)
+	r := open(t, g, "held")
+	ask(t, r, "send", `{"to":"x@example.com"}`, gate.Pending)
+	waitFor(t, "the expiry recorded", func() bool { return count(kinds(t, e.log, r.ID()), events.ApprovalExpired) == 1 })
+	if v := view(t, r); v.Run.Reason != string(events.ReasonApprovalExpired) {
+		t.Fatalf("run %s %s, want ended %s", v.Run.Status, v.Run.Reason, events.ReasonApprovalExpired)
+	}
+
+	first := open(t, g, "resumed")
+	ask(t, first, "send", `{"to":"x@example.com"}`, gate.Pending)
+	first.Close() // before the deadline: its timer goes with it
+	again, err := g.Resume(t.Context(), first.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(again.Close)
+	waitFor(t, "the resumed run's expiry recorded", func() bool { return count(kinds(t, e.log, first.ID()), events.ApprovalExpired) == 1 })
+}
