@@ -11,6 +11,7 @@ import (
 
 	"github.com/arbiter-run/arbiter/events"
 	"github.com/arbiter-run/arbiter/gate"
+	"github.com/arbiter-run/arbiter/projector"
 )
 
 // handler is the host's call of tool: asked of the gate, run upstream when
@@ -37,7 +38,7 @@ func (g *Gateway) handler(tool string) sdk.ToolHandler {
 		case err != nil && a.Ran:
 			return failed(fmt.Errorf("arbiter could not record the result: %w", err)), nil
 		case err != nil:
-			return refusal(run.ID(), err), nil
+			return g.refusal(run.ID(), err), nil
 		case a.Verdict == gate.Pending:
 			return waiting(run.ID(), a), nil
 		}
@@ -103,18 +104,36 @@ func waiting(run string, a gate.Answer) *sdk.CallToolResult {
 
 // refusal answers a call the gate did not take: the session waits on
 // another call's approval, or its run has ended.
-func refusal(run string, err error) *sdk.CallToolResult {
+func (g *Gateway) refusal(run string, err error) *sdk.CallToolResult {
 	var w *gate.WaitingError
 	if errors.As(err, &w) {
+		if w.Approval.State == projector.Granted {
+			return text(fmt.Sprintf("NOT RUN: an operator granted approval %s, for a call to %s with %s, and nothing else runs before it. "+
+				"To run it, make exactly that call again; it runs once. Call %s to see what waits.",
+				w.Approval.ID, w.Approval.Tool, w.Approval.Args, StatusTool), false)
+		}
 		return text(fmt.Sprintf("NOT RUN: this session waits for an operator to decide approval %s, for a call to %s with %s. "+
-			"Nothing else runs until that call is made again (once granted) or the operator decides it. Call %s to see what waits.",
+			"Nothing else runs until the operator has decided it: once granted, that same call runs when made again; "+
+			"denied or expired, the session's run ends. Call %s to see what waits.",
 			w.Approval.ID, w.Approval.Tool, w.Approval.Args, StatusTool), false)
 	}
 	var e *gate.EndedError
 	if errors.As(err, &e) {
-		return text(fmt.Sprintf("arbiter: this session's run %s has ended (%s, %s%s); no call runs in it any more. Start a new session.", run, e.Status, e.Reason, detail(e.Detail)), true)
+		return text(fmt.Sprintf("arbiter: this session's run %s has ended (%s, %s%s); no call runs in it any more. %s",
+			run, e.Status, e.Reason, detail(e.Detail), g.afterEnd(run)), true)
 	}
 	return failed(fmt.Errorf("arbiter: %w", err))
+}
+
+// afterEnd says what to do once run has ended: start a new session, or,
+// for the run the gateway is configured to carry on, which every new
+// session of a restarted gateway takes again, configure another.
+func (g *Gateway) afterEnd(run string) string {
+	if g.cfg.Run != "" && run == g.cfg.Run {
+		return fmt.Sprintf("It is the run this gateway is configured to carry on (arbiter gateway --run %s), so a new session takes it again: "+
+			"the gateway needs another run id, or none for a new run each session, before calls run again.", run)
+	}
+	return "Start a new session."
 }
 
 func detail(d string) string {

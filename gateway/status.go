@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -33,12 +34,17 @@ type Waiting struct {
 	ExpiresAt *time.Time      `json:"expires_at,omitempty"`
 }
 
-// status answers the status tool from the session's run as this gateway
-// last saw it; it asks nothing and records nothing.
-func (g *Gateway) status(_ context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+// status answers the status tool from the session's run, with what came
+// for the approval it waits on taken in first (an operator's decision, an
+// expiry passed: see [gate.Run.TakeIn]); it runs nothing. While a call of
+// the session runs, it answers at once from what it has.
+func (g *Gateway) status(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 	run := g.session(req.Session).opened.Load()
 	st := Status{Waiting: []Waiting{}}
 	if run != nil {
+		if err := run.TakeIn(ctx); err != nil {
+			return failed(fmt.Errorf("arbiter could not read what operators decided on this session's run: %w", err)), nil
+		}
 		v, err := run.View()
 		if errors.Is(err, gate.ErrUnreported) {
 			st.Run, st.Status = run.ID(), "a call is running"
