@@ -278,12 +278,13 @@ func (r *Run) Call(ctx context.Context, tool string, args json.RawMessage, fn fu
 // stands: as the log says it, after a failed drive, and with what came for
 // another call's approval taken in.
 func (r *Run) plan(ctx context.Context, tool string, args json.RawMessage) (c *call, err error) {
-	if err := r.reload(ctx, "ask "+tool); err != nil {
-		return nil, err
+	if r.stale { // the name is built only then: a call's path allocates none
+		if err := r.reload(ctx, "ask "+tool); err != nil {
+			return nil, err
+		}
 	}
 	r.r.Peek(func(v *projector.View) { c, err = r.planOn(v, tool, args) })
-	var w *WaitingError
-	if errors.As(err, &w) && w.Approval.State == projector.Pending {
+	if err != nil && r.waitsOnAnother(err) {
 		// The run waits on another call, whose approval an operator may
 		// have decided, or which may have expired: the answer is the run
 		// as that makes it (ended, or waiting on a grant).
@@ -293,6 +294,14 @@ func (r *Run) plan(ctx context.Context, tool string, args json.RawMessage) (c *c
 		r.r.Peek(func(v *projector.View) { c, err = r.planOn(v, tool, args) })
 	}
 	return c, err
+}
+
+// waitsOnAnother reports whether err, plan's, refuses a call because the
+// run waits on another call's pending approval. Apart from plan, whose
+// every call would otherwise allocate the target errors.As needs.
+func (r *Run) waitsOnAnother(err error) bool {
+	var w *WaitingError
+	return errors.As(err, &w) && w.Approval.State == projector.Pending
 }
 
 // reload reads the run again from the log after a failed drive; what
