@@ -1,11 +1,15 @@
 package gate_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/arbiter-run/arbiter/driver"
 	"github.com/arbiter-run/arbiter/events"
 	"github.com/arbiter-run/arbiter/gate"
 	"github.com/arbiter-run/arbiter/projector"
@@ -128,4 +132,84 @@ func TestGate_AnExpiryIsRecordedWithNothingAsked(t *testing.T) {
 	}
 	t.Cleanup(again.Close)
 	waitFor(t, "the resumed run's expiry recorded", func() bool { return count(kinds(t, e.log, first.ID()), events.ApprovalExpired) == 1 })
+}
+
+// While a program holds a run, an operator's decision on its approval is
+// recorded within a second or so of its arrival, with nothing asked: a
+// grant sent in time is judged in time, not when the program next asks.
+func TestGate_ADecisionIsRecordedOnArrivalWithNothingAsked(t *testing.T) {
+	e := newEnv(t)
+	e.cfg.Now, e.cfg.ApprovalTTL = time.Now, time.Minute
+	r := open(t, e.gate(t), "on-arrival")
+	p := ask(t, r, "send", `{"to":"x@example.com"}`, gate.Pending)
+	e.decide(t, r.ID(), p.Approval, events.DecisionGrant)
+	waitFor(t, "the grant recorded", func() bool { return count(kinds(t, e.log, r.ID()), events.ApprovalGranted) == 1 })
+	if v := view(t, r); v.Run.Status != projector.Waiting || v.Approval(p.Approval.ID).State != projector.Granted {
+		t.Fatalf("run %s, approval %s: want the grant recorded and left for the call", v.Run.Status, v.Approval(p.Approval.ID).State)
+	}
+	if n := count(kinds(t, e.log, r.ID()), events.StepObserved); n != 0 {
+		t.Fatalf("observations %d: the grant ran something on its own", n)
+	}
+	ask(t, r, "send", `{"to":"x@example.com"}`, gate.Allow)
+	report(t, r, "sent")
+}
+
+// A call that Report leaves waiting on an operator (its result unknown)
+// is watched as any pending call: its approval's expiry is recorded when
+// it passes, with nothing asked.
+func TestGate_AnInterruptedCallsApprovalExpiresWithNothingAsked(t *testing.T) {
+	e := newEnv(t)
+	e.cfg.Now, e.cfg.ApprovalTTL = time.Now, 300*time.Millisecond
+	r := open(t, e.gate(t), "interrupted")
+	ask(t, r, "note", `{"path":"a"}`, gate.Allow)
+	a, err := r.Report(t.Context(), "", fmt.Errorf("the program lost the call: %w", driver.ErrInterrupted))
+	if err != nil || a.Verdict != gate.Pending || a.Approval == nil || a.Approval.ExpiresAt == nil {
+		t.Fatalf("report of an interrupted call: %+v, %v; want it pending on an approval with a deadline", a, err)
+	}
+	waitFor(t, "the expiry recorded", func() bool { return count(kinds(t, e.log, r.ID()), events.ApprovalExpired) == 1 })
+}
+
+// A denial recorded without the run's end (the take-in cut short between
+// the two appends) is taken in again by the next call, which ends the run:
+// it is not refused for ever as waiting on an approval already decided.
+func TestGate_ADenialRecordedWithoutTheEndIsFinishedByTheNextCall(t *testing.T) {
+	for cut := 1; cut <= 10; cut++ {
+		e := newEnv(t)
+		var (
+			mu     sync.Mutex
+			cancel context.CancelFunc
+			reads  int
+		)
+		// The clock cuts the take-in short: it cancels the call's context
+		// at its cut-th reading, which falls between the two appends for
+		// one value of cut.
+		e.cfg.Now = func() time.Time {
+			mu.Lock()
+			defer mu.Unlock()
+			if cancel != nil {
+				if reads++; reads == cut {
+					cancel()
+				}
+			}
+			return time.Now()
+		}
+		r := open(t, e.gate(t), fmt.Sprintf("cut-%d", cut))
+		p := ask(t, r, "send", `{"to":"x@example.com"}`, gate.Pending)
+		e.decide(t, r.ID(), p.Approval, events.DecisionDeny)
+		ctx, c := context.WithCancel(t.Context())
+		mu.Lock()
+		cancel = c
+		mu.Unlock()
+		_, _ = r.Ask(ctx, "read", json.RawMessage(`{"path":"a"}`))
+		mu.Lock()
+		cancel = nil
+		mu.Unlock()
+		c()
+		if ks := kinds(t, e.log, r.ID()); count(ks, events.ApprovalDenied) != 1 || count(ks, events.RunCancelled) != 0 {
+			continue // not cut between the two
+		}
+		wantEnded(t, askOther(t, r), events.ReasonApprovalDenied)
+		return
+	}
+	t.Fatal("no cut fell between the denial and the run's end")
 }

@@ -111,15 +111,23 @@ func (r *Run) takeIn(ctx context.Context, what string) error {
 	return fmt.Errorf("%s on run %s: %w", what, r.ID(), err)
 }
 
-// watch arms a timer for the expiry of the pending approval the run waits
-// on, unless one is armed for it: the expiry is then recorded when it
-// passes, while this process holds the run. Under mu, or before the run is
-// handed out.
+// watch arms a timer for the pending approval with a deadline that the
+// run waits on, unless one is armed for it. While this process holds the
+// run, the timer takes in what came for the approval every takeInEvery and
+// just after the deadline: a grant or a denial is recorded within a second
+// of its arrival, so that one sent in time is judged in time (a decision
+// is judged by when it is read), and the expiry is recorded when it
+// passes, whether or not the program asks anything. Under mu, or before
+// the run is handed out.
 func (r *Run) watch() { r.watchAfter("") }
 
-// watchAfter is watch from the expiry timer, which has just taken in the
-// approval was: if that one still waits (the log was away, or the gate's
-// clock is behind the deadline), it is looked at again a second later.
+// takeInEvery is how often a held run waiting on an approval with a
+// deadline reads what operators decided on it.
+const takeInEvery = time.Second
+
+// watchAfter is watch from the timer, which has just taken in the approval
+// was: if that one still waits past its deadline (the log was away, or the
+// gate's clock disagrees), it is looked at again takeInEvery later.
 func (r *Run) watchAfter(was string) {
 	if r.inflight != nil || r.life.Err() != nil {
 		return // the drive of the call in flight owns r.r
@@ -137,19 +145,29 @@ func (r *Run) watchAfter(was string) {
 		return
 	}
 	r.watched = id
-	wait := max(at.Sub(r.g.now())+10*time.Millisecond, 0) // just after the deadline
-	if id == was {
-		wait = max(wait, time.Second)
+	left := at.Sub(r.g.now())
+	wait := min(max(left+10*time.Millisecond, 0), takeInEvery) // just after the deadline at the latest
+	if id == was && left <= 0 {
+		wait = takeInEvery
 	}
 	r.tmu.Lock()
 	defer r.tmu.Unlock()
 	if r.life.Err() == nil {
-		r.timer = time.AfterFunc(wait, r.expire)
+		r.rearm(wait)
 	}
 }
 
-// expire is the expiry timer's: it takes in what came for the approval,
-// its expiry included, and watches the next one.
+// rearm replaces the timer with one that fires after wait: the run has one
+// at a time, which Close stops. Under tmu.
+func (r *Run) rearm(wait time.Duration) {
+	if r.timer != nil {
+		r.timer.Stop()
+	}
+	r.timer = time.AfterFunc(wait, r.expire)
+}
+
+// expire is the timer's: it takes in what came for the approval, its
+// expiry included, and watches it, or the next one, again.
 func (r *Run) expire() {
 	if r.life.Err() != nil {
 		return
@@ -159,7 +177,7 @@ func (r *Run) expire() {
 		// looks again soon in case that call ended just before.
 		r.tmu.Lock()
 		if r.life.Err() == nil {
-			r.timer = time.AfterFunc(50*time.Millisecond, r.expire)
+			r.rearm(50 * time.Millisecond)
 		}
 		r.tmu.Unlock()
 		return
@@ -168,7 +186,7 @@ func (r *Run) expire() {
 	was := r.watched
 	r.watched = ""
 	if r.inflight == nil {
-		_ = r.takeIn(r.life, "record an approval's expiry") // on failure, tried again below
+		_ = r.takeIn(r.life, "take in decisions") // on failure, tried again below
 	}
 	r.watchAfter(was)
 }
@@ -297,11 +315,13 @@ func (r *Run) plan(ctx context.Context, tool string, args json.RawMessage) (c *c
 }
 
 // waitsOnAnother reports whether err, plan's, refuses a call because the
-// run waits on another call's pending approval. Apart from plan, whose
-// every call would otherwise allocate the target errors.As needs.
+// run waits on another call's approval that is not granted: pending, or
+// denied with the run's end not yet recorded (a drive cut short between
+// the two). Apart from plan, whose every call would otherwise allocate the
+// target errors.As needs.
 func (r *Run) waitsOnAnother(err error) bool {
 	var w *WaitingError
-	return errors.As(err, &w) && w.Approval.State == projector.Pending
+	return errors.As(err, &w) && w.Approval.State != projector.Granted
 }
 
 // reload reads the run again from the log after a failed drive; what
@@ -476,6 +496,7 @@ func (r *Run) Report(_ context.Context, out string, err error) (Answer, error) {
 		return Answer{}, fmt.Errorf("report on run %s: %w", r.ID(), ErrNoCall)
 	}
 	r.inflight = nil
+	defer r.watch() // an interrupted call may now wait on an approval
 	var late bool
 	select {
 	case c.result <- report{out: out, err: err}:
