@@ -79,10 +79,14 @@ func (d *Driver) run(ctx context.Context, r *Run, n int, ct *CompiledTool, args 
 		o := d.observation(n, kind, content)
 		err := d.append(ctx, r, r.ID(), events.RunFinished, events.EndBody{Reason: events.ReasonCompleted, Result: o.Content, Observation: &o})
 		if !errors.Is(err, events.ErrTooLarge) {
+			r.keepIfLost(err, o)
 			return err
 		}
 	}
-	return d.observe(ctx, r, n, kind, content)
+	o := d.observation(n, kind, content)
+	err := d.append(ctx, r, r.ID(), events.StepObserved, o)
+	r.keepIfLost(err, o) // the result is this process's: see kept.go
+	return err
 }
 
 // interruptedCall is call's kind for an Execute error wrapping

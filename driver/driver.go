@@ -177,6 +177,13 @@ type Run struct {
 	undelivered    Action
 	hasUndelivered bool
 	undeliveredAt  events.Tail
+	// kept is the observation of the last step's call that could not be
+	// stored (the server away, say), or that a holder knows (see
+	// [Run.Keep]), made at tail keptAt: a drive at that tail records it
+	// instead of recovering the call as interrupted.
+	kept    events.ObservedBody
+	hasKept bool
+	keptAt  events.Tail
 	// agent is the agent of the drive in progress; spec its decision for
 	// the view at tail specAt, asked and judged while the observation that
 	// led to that view was stored (a [Pure] agent only).
@@ -302,6 +309,9 @@ func (d *Driver) verify(ctx context.Context, r *Run) error {
 		d.cfg.Logger.Error("snapshot disagrees with the run's events; the events are used", "run", r.ID(), "events", r.tail.Count)
 	}
 	agent := r.agent
+	if _, ok := r.Kept(); ok && fresh.tail == r.keptAt {
+		fresh.kept, fresh.hasKept, fresh.keptAt = r.kept, true, fresh.tail
+	}
 	*r = *fresh
 	r.agent = agent // the drive in progress goes on
 	return nil

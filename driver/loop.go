@@ -93,6 +93,10 @@ func (d *Driver) advance(ctx context.Context, r *Run, agent Agent) (bool, error)
 	if last, ok := v.Summary(v.Steps.Len()); ok {
 		switch {
 		case last.Observation == "" && last.Executing:
+			if n, ok := r.Kept(); ok && n == last.N {
+				// What the call came to is known here: record it.
+				return true, d.deliver(ctx, r)
+			}
 			return true, d.recover(ctx, r, last.N)
 		case last.Observation == "":
 			return true, d.evaluate(ctx, r, last.N, nil)

@@ -144,3 +144,74 @@ func TestDriver_ServerGoneBeforeTheDecisionIsStoredAsksTheAgentOnce(t *testing.T
 		t.Errorf("run %s, want COMPLETED", v.Run.Status)
 	}
 }
+
+// TestDriver_ResultNotStoredIsRecordedByTheSameProcess: the server goes
+// away while a remote call executes, so its observation cannot be stored.
+// The process that ran it holds the result: once a server is back, driving
+// the same run records that result as the step's observation, rather than
+// recovering the call as interrupted and asking an operator whether a call
+// whose result it had took effect (which, granted, runs it twice).
+func TestDriver_ResultNotStoredIsRecordedByTheSameProcess(t *testing.T) {
+	dir := t.TempDir()
+	srv, log := openOn(t, dir, -1)
+	send := testkit.NewLedger("send", events.RemoteMutation, testkit.AnyObject)
+	send.Result = func(context.Context, json.RawMessage) (string, error) {
+		srv.Stop()
+		return "sent", nil
+	}
+	allow := policy.WithID(policy.SideEffectPolicy{events.RemoteMutation: events.Allow, events.ReadOnly: events.Allow}, "allow")
+	d, err := driver.New(driver.Config{Log: log, Policy: allow, Tools: []driver.Tool{send, done()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	r, err := d.Create(ctx, "result-kept", "test", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	agent := testkit.NewScript(testkit.Call("send", `{}`), testkit.Call("done", `{}`))
+	if err := d.Drive(ctx, r, agent); err == nil {
+		t.Fatal("Drive with the server gone: nil error, want the failed append reported")
+	}
+	if n, ok := r.Kept(); !ok || n != 1 {
+		t.Fatalf("kept after the failed observation: step %d, %v; want step 1 kept", n, ok)
+	}
+	_, log2 := openOn(t, dir, -1)
+	d2, err := driver.New(driver.Config{Log: log2, Policy: allow, Tools: []driver.Tool{send, done()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d2.Drive(ctx, r, agent); err != nil {
+		t.Fatal(err)
+	}
+	v := r.View()
+	if o := v.Step(1).Observation; o == nil || o.Kind != events.ObsResult || o.Content != "sent" {
+		t.Fatalf("step 1's observation: %+v, want the result the call returned", o)
+	}
+	wantEnd(t, v, projector.Completed, events.ReasonCompleted)
+	if got := send.Count(); got != 1 {
+		t.Errorf("send executed %d times, want once", got)
+	}
+	recs := records(t, log2, r.ID())
+	if n := len(ofKind(recs, events.ApprovalRequested)) + len(ofKind(recs, events.StepInterrupted)); n != 0 {
+		t.Errorf("%d recovery events, want none: the result was known", n)
+	}
+}
+
+// Keep refuses what is not the last step's allowed call without an
+// observation, on a run that runs.
+func TestRun_KeepOnlyTheLastUnobservedCall(t *testing.T) {
+	p := pauseOnSend(t, driver.Config{}, `{"to":"ops"}`)
+	if p.r.Keep(1, events.ObsToolError, "not run") {
+		t.Fatal("kept an observation for a step that waits on an approval")
+	}
+	grant(t, p.d, p.r, p.kp)
+	drive(t, p.d, p.r, p.agent)
+	if p.r.Keep(1, events.ObsToolError, "not run") {
+		t.Fatal("kept an observation on an ended run")
+	}
+	if _, ok := p.r.Kept(); ok {
+		t.Fatal("Kept says a refused Keep is kept")
+	}
+}
