@@ -35,6 +35,12 @@ type Run struct {
 	// and the driver would otherwise send the decision it could not
 	// store again, as the next call's, whatever that call is.
 	stale bool
+	// unran is the step of a call whose allow was sent but could not be
+	// confirmed stored, and which therefore never ran (0: none): once the
+	// run is read again, a stored allow of it with no observation gets
+	// the observation that it did not run (see reload), rather than being
+	// taken for a call that may still be running, or was interrupted.
+	unran int
 	// calling is set while Call holds mu through a call, so that View
 	// answers at once instead of waiting for the call to end.
 	calling atomic.Bool
@@ -99,7 +105,10 @@ func (r *Run) takeIn(ctx context.Context, what string) error {
 	if err := r.reload(ctx, what); err != nil {
 		return err
 	}
-	err := r.g.d.TakeIn(ctx, r.r)
+	_, err := r.g.d.Deliver(ctx, r.r)
+	if err == nil {
+		err = r.g.d.TakeIn(ctx, r.r)
+	}
 	switch {
 	case err == nil:
 		return nil
@@ -121,6 +130,10 @@ func (r *Run) takeIn(ctx context.Context, what string) error {
 // the run is handed out.
 func (r *Run) watch() { r.watchAfter("") }
 
+// staleWatch is what the timer watches for a run read again after a
+// failed call (see watchAfter), in place of an approval's id.
+const staleWatch = "(stale)"
+
 // takeInEvery is how often a held run waiting on an approval with a
 // deadline reads what operators decided on it.
 const takeInEvery = time.Second
@@ -133,23 +146,31 @@ func (r *Run) watchAfter(was string) {
 		return // the drive of the call in flight owns r.r
 	}
 	var (
-		id string
-		at time.Time
+		id   string
+		wait time.Duration
 	)
-	r.r.Peek(func(v *projector.View) {
-		if a := v.PendingApproval(); v.Run.Status == projector.Waiting && a != nil && a.State == projector.Pending && a.ExpiresAt != nil {
-			id, at = a.ID, *a.ExpiresAt
+	if r.stale {
+		// A call failed with the log away: what it leaves to record (a
+		// result this process holds, a call it never ran) is recorded
+		// once the log is back, whether or not anything is asked then.
+		id, wait = staleWatch, takeInEvery
+	} else {
+		var at time.Time
+		r.r.Peek(func(v *projector.View) {
+			if a := v.PendingApproval(); v.Run.Status == projector.Waiting && a != nil && a.State == projector.Pending && a.ExpiresAt != nil {
+				id, at = a.ID, *a.ExpiresAt
+			}
+		})
+		left := at.Sub(r.g.now())
+		wait = min(max(left+10*time.Millisecond, 0), takeInEvery) // just after the deadline at the latest
+		if id == was && left <= 0 {
+			wait = takeInEvery
 		}
-	})
+	}
 	if id == "" || id == r.watched {
 		return
 	}
 	r.watched = id
-	left := at.Sub(r.g.now())
-	wait := min(max(left+10*time.Millisecond, 0), takeInEvery) // just after the deadline at the latest
-	if id == was && left <= 0 {
-		wait = takeInEvery
-	}
 	r.tmu.Lock()
 	defer r.tmu.Unlock()
 	if r.life.Err() == nil {
@@ -330,11 +351,18 @@ func (r *Run) reload(ctx context.Context, what string) error {
 	if !r.stale {
 		return nil
 	}
-	fresh, err := r.g.d.Load(ctx, r.ID())
+	// A result this process holds but could not store is carried over
+	// (the driver keeps it, see driver.Run.Keep); a decision the driver
+	// kept to send again is not: it was the failed call's, not the next's.
+	fresh, err := r.g.d.Reload(ctx, r.r)
 	if err != nil {
 		return fmt.Errorf("%s on run %s: read the run again after a failed call: %w", what, r.ID(), err)
 	}
-	r.r, r.stale = fresh, false
+	if r.unran != 0 {
+		fresh.Keep(r.unran, events.ObsToolError, fmt.Sprintf(
+			"not run: the record of this call's allow could not be confirmed when it was made (the event log was unreachable), so it was not run; step %d", r.unran))
+	}
+	r.r, r.stale, r.unran = fresh, false, 0
 	return nil
 }
 
@@ -353,6 +381,11 @@ func (r *Run) planOn(v *projector.View, tool string, args json.RawMessage) (*cal
 	// The last step's summary copies nothing; the step itself is read only
 	// when its call may be this one's recovery.
 	last, _ := v.Summary(v.Steps.Len())
+	if n, ok := r.r.Kept(); ok && n == last.N {
+		// This process knows what became of the last call and records it
+		// first (the drive does): the call asked now is a new step.
+		last.Executing = false
+	}
 	if last.Executing {
 		// A call allowed less than its tool's timeout ago may still be
 		// running in another process that holds the run: recovering it now
@@ -407,6 +440,10 @@ func (r *Run) settled(c *call, err error) (Answer, error) {
 	}
 	if err != nil {
 		r.stale = true
+		if c.decided && !c.ran && !c.handed {
+			// Its allow was sent, perhaps stored, and nothing ran it.
+			r.unran = c.expect
+		}
 		return Answer{}, fmt.Errorf("ask %s on run %s: %w", c.tool, r.ID(), err)
 	}
 	var (

@@ -3,7 +3,12 @@ package gate_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"io"
+	"net"
 	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -23,6 +28,24 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
+// onRestartable is an env whose log is on a server the test stops and
+// starts again, over a connection that reconnects without end and, with
+// no buffer, fails a publish at once while the server is away (as the
+// arbiter commands connect).
+func onRestartable(t *testing.T) (*env, *testkit.Restartable, *nats.Conn) {
+	t.Helper()
+	up := testkit.RestartableJetStream(t)
+	nc, err := nats.Connect(up.Server().ClientURL(), nats.MaxReconnects(-1), nats.ReconnectWait(20*time.Millisecond), nats.ReconnectBufSize(-1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	e := newEnv(t)
+	e.cfg.Log = testkit.OnConn(t, up.Server(), nc).Log(t, events.Config{})
+	e.log = e.cfg.Log
+	return e, up, nc
+}
+
 // A call whose decision could not be stored (the server away) is that
 // call's alone: the program is told it failed, nothing ran, and once the
 // server is back the program's next call, another one, is recorded and run
@@ -30,17 +53,8 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // again rather than ask its agent twice; a gate's agent is the program's
 // call, and a call given up on must not become the decision of the next.
 func TestGate_ACallLostWithTheServerIsNotTheNextCallsDecision(t *testing.T) {
-	up := testkit.RestartableJetStream(t)
-	start, stop, srv := up.Start, up.Stop, up.Server()
-	// Reconnecting, and with no buffer: a publish while the server is
-	// away fails at once instead of going out after the reconnect.
-	nc, err := nats.Connect(srv.ClientURL(), nats.MaxReconnects(-1), nats.ReconnectWait(20*time.Millisecond), nats.ReconnectBufSize(-1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	log := testkit.OnConn(t, srv, nc).Log(t, events.Config{})
-	e := newEnv(t)
-	e.cfg.Log = log
+	e, up, nc := onRestartable(t)
+	start, stop, log := up.Start, up.Stop, e.cfg.Log
 	r := open(t, e.gate(t), "lost-call")
 
 	f := &runner{fn: func(context.Context, int) (string, error) { return "done", nil }}
@@ -101,4 +115,148 @@ func TestGate_ACallLostWithTheServerIsNotTheNextCallsDecision(t *testing.T) {
 	if want := []string{`read {"path":"second"}`, `read {"path":"fourth"}`}; !slices.Equal(decided, want) {
 		t.Fatalf("decisions recorded: %q, want %q: the calls made once the server was back, and nothing of those before", decided, want)
 	}
+}
+
+// A call that ran, but whose result could not be stored (the server went
+// away while it ran), is recorded with the result this process holds once
+// the server is back, with nothing asked: not taken for a call that may
+// still be running elsewhere, nor recovered as interrupted (which asks an
+// operator whether it took effect, and, granted, runs it again).
+func TestGate_AResultNotStoredIsRecordedOnceTheServerIsBack(t *testing.T) {
+	e, up, nc := onRestartable(t)
+	e.cfg.Now = time.Now
+	r := open(t, e.gate(t), "result-kept")
+	f := &runner{fn: func(_ context.Context, n int) (string, error) {
+		if n == 1 {
+			up.Stop() // the server goes away while the call runs
+			waitFor(t, "the client to see the server gone", func() bool { return !nc.IsConnected() })
+		}
+		return fmt.Sprintf("wrote %d", n), nil
+	}}
+	if a, err := r.Call(t.Context(), "note", json.RawMessage(`{"path":"a"}`), f.run); err == nil || !a.Ran {
+		t.Fatalf("call whose result could not be stored: %+v, %v; want it ran and an error", a, err)
+	}
+	up.Start()
+	waitFor(t, "the kept result recorded", func() bool {
+		recs, _, err := e.cfg.Log.Read(t.Context(), r.ID())
+		return err == nil && slices.ContainsFunc(recs, func(rec events.Record) bool { return rec.Event.Kind == events.StepObserved })
+	})
+	v := view(t, r)
+	if o := v.Step(1).Observation; o == nil || o.Kind != events.ObsResult || o.Content != "wrote 1" {
+		t.Fatalf("step 1's observation: %+v, want the result the call returned", o)
+	}
+	if a := call(t, r, "note", `{"path":"b"}`, f, gate.Done); a.Step != 2 {
+		t.Fatalf("the next call: %+v, want it step 2", a)
+	}
+	ks := kinds(t, e.cfg.Log, r.ID())
+	if count(ks, events.ApprovalRequested)+count(ks, events.StepInterrupted) != 0 || f.runs != 2 {
+		t.Fatalf("events %v after %d runs: want no recovery and each call run once", ks, f.runs)
+	}
+}
+
+// A call whose allow was stored although its append was not confirmed
+// (the server's answers held back: a stalled server, a paused machine),
+// and which therefore never ran, is recorded as not run before the next
+// call: not taken for a call that may still be running elsewhere, nor
+// recovered later as interrupted, for an operator to settle.
+func TestGate_AnAllowNotConfirmedIsRecordedNotRun(t *testing.T) {
+	srv := testkit.JetStream(t).Server
+	rl := newRelay(t, srv.ClientURL())
+	nc, err := nats.Connect(rl.url, nats.ReconnectBufSize(-1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	e := newEnv(t)
+	e.cfg.Log = testkit.OnConn(t, srv, nc).Log(t, events.Config{})
+	e.log = e.cfg.Log
+	r := open(t, e.gate(t), "unconfirmed")
+	f := &runner{}
+
+	// What the server says does not come back: the append waits out its
+	// ack (5 s) and the read of the run's last message that would settle
+	// it (5 s more), and fails.
+	rl.hold(true)
+	if a, err := r.Call(t.Context(), "note", json.RawMessage(`{"path":"a"}`), f.run); err == nil || a.Ran || f.runs != 0 {
+		t.Fatalf("call with the server's answers held back: %+v, %v after %d runs; want an error and nothing run", a, err, f.runs)
+	}
+	rl.hold(false)
+	// The allow was stored all the same.
+	waitFor(t, "the allow stored", func() bool { return count(kinds(t, e.log, r.ID()), events.StepDecided) == 1 })
+
+	a := call(t, r, "read", `{"path":"b"}`, f, gate.Done)
+	v := view(t, r)
+	if o := v.Step(1).Observation; a.Step != 2 || o == nil || o.Kind != events.ObsToolError || !strings.HasPrefix(o.Content, "not run") {
+		t.Fatalf("the next call %+v, step 1's observation %+v; want step 1 recorded not run and the call step 2", a, o)
+	}
+	if f.runs != 1 || f.args[0] != `{"path":"b"}` {
+		t.Fatalf("ran %d times (%q), want the next call alone", f.runs, f.args)
+	}
+}
+
+// relay is a TCP relay on 127.0.0.1 in front of a NATS server that can
+// hold back what the server sends while passing on what clients send, as
+// a stalled server or a paused machine does.
+type relay struct {
+	url  string
+	mu   sync.Mutex
+	held bool
+	cond *sync.Cond
+}
+
+func newRelay(t *testing.T, target string) *relay {
+	t.Helper()
+	addr := strings.TrimPrefix(target, "nats://")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	rl := &relay{url: "nats://" + ln.Addr().String()}
+	rl.cond = sync.NewCond(&rl.mu)
+	t.Cleanup(func() { rl.hold(false) })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			s, err := net.Dial("tcp", addr)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			go func() { _, _ = io.Copy(s, c); s.Close() }()
+			go func() { rl.back(c, s); c.Close() }()
+		}
+	}()
+	return rl
+}
+
+// back copies what the server s sends to the client c, waiting while held.
+func (rl *relay) back(c, s net.Conn) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := s.Read(buf)
+		rl.mu.Lock()
+		for rl.held {
+			rl.cond.Wait()
+		}
+		rl.mu.Unlock()
+		if n > 0 {
+			if _, werr := c.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+func (rl *relay) hold(on bool) {
+	rl.mu.Lock()
+	rl.held = on
+	rl.mu.Unlock()
+	rl.cond.Broadcast()
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/nats-io/nats.go"
 
 	"github.com/arbiter-run/arbiter/events"
 	"github.com/arbiter-run/arbiter/gate"
@@ -35,6 +36,9 @@ func (g *Gateway) handler(tool string) sdk.ToolHandler {
 		}
 		a, err := g.call(ctx, run, tool, args, upstream)
 		switch {
+		case err != nil && a.Ran && logAway(err):
+			return failed(fmt.Errorf("arbiter: the call ran, and its effect has taken place, but its result could not be recorded yet: "+
+				"arbiter's event log is unreachable (%w). The result is kept, and recorded once the log is back while this gateway runs; do not make the call again to get it", err)), nil
 		case err != nil && a.Ran:
 			return failed(fmt.Errorf("arbiter could not record the result: %w", err)), nil
 		case err != nil:
@@ -117,6 +121,10 @@ func (g *Gateway) refusal(run string, err error) *sdk.CallToolResult {
 			"denied or expired, the session's run ends. Call %s to see what waits.",
 			w.Approval.ID, w.Approval.Tool, w.Approval.Args, StatusTool), false)
 	}
+	if logAway(err) {
+		return text(fmt.Sprintf("NOT RUN: arbiter's event log is unreachable, so this call was not run (%v). "+
+			"Tell the user Arbiter's server is away; the same call may be made again once it is back.", err), true)
+	}
 	var e *gate.EndedError
 	if errors.As(err, &e) {
 		return text(fmt.Sprintf("arbiter: this session's run %s has ended (%s, %s%s); no call runs in it any more. %s",
@@ -134,6 +142,18 @@ func (g *Gateway) afterEnd(run string) string {
 			"the gateway needs another run id, or none for a new run each session, before calls run again.", run)
 	}
 	return "Start a new session."
+}
+
+// logAway reports whether err says the event log (the NATS server) could
+// not be reached, rather than refusing the call.
+func logAway(err error) bool {
+	for _, away := range []error{nats.ErrTimeout, nats.ErrReconnectBufExceeded, nats.ErrConnectionReconnecting,
+		nats.ErrConnectionClosed, nats.ErrDisconnected, nats.ErrNoResponders, nats.ErrNoServers} {
+		if errors.Is(err, away) {
+			return true
+		}
+	}
+	return false
 }
 
 func detail(d string) string {

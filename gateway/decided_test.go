@@ -10,6 +10,8 @@ import (
 	"github.com/arbiter-run/arbiter/gate"
 	"github.com/arbiter-run/arbiter/gateway"
 	"github.com/arbiter-run/arbiter/projector"
+	"github.com/arbiter-run/arbiter/testkit"
+	"github.com/nats-io/nats.go"
 )
 
 // An operator's word on a waiting call reaches the session without the
@@ -105,4 +107,41 @@ func TestGateway_TheOperatorsWordReachesTheSessionWithoutTheSameCall(t *testing.
 			}
 		}
 	})
+}
+
+// With arbiter's NATS server away, a call is answered NOT RUN saying so,
+// as an error result, and once it is back the same call runs.
+func TestGateway_ACallWithTheLogAwayIsNotRunAndSaysWhy(t *testing.T) {
+	root, tools := upstream(t)
+	up := testkit.RestartableJetStream(t)
+	nc, err := nats.Connect(up.Server().ClientURL(), nats.MaxReconnects(-1), nats.ReconnectWait(20*time.Millisecond), nats.ReconnectBufSize(-1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	f := newFleetOn(t, testkit.OnConn(t, up.Server(), nc).Log(t, events.Config{}))
+	cs := host(t, f.gateway(t, tools, "").Server())
+	args := map[string]any{"path": filepath.Join(root, "notes.txt")}
+	if out, isErr := callTool(t, cs, "fs__read_text_file", args); out != "hello" || isErr {
+		t.Fatalf("read: %q (error %v), want hello", out, isErr)
+	}
+	up.Stop()
+	for deadline := time.Now().Add(10 * time.Second); nc.IsConnected(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the client still connected 10s after the server stopped")
+		}
+	}
+	out, isErr := callTool(t, cs, "fs__read_text_file", args)
+	if !isErr || !strings.HasPrefix(out, "NOT RUN: arbiter's event log is unreachable") {
+		t.Fatalf("read with the log away: %q (error %v), want NOT RUN naming the log", out, isErr)
+	}
+	up.Start()
+	for deadline := time.Now().Add(10 * time.Second); !nc.IsConnected(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("no reconnect within 10s of the server's return")
+		}
+	}
+	if out, isErr := callTool(t, cs, "fs__read_text_file", args); out != "hello" || isErr {
+		t.Fatalf("read once the log is back: %q (error %v), want hello", out, isErr)
+	}
 }

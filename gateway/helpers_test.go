@@ -107,7 +107,12 @@ type fleet struct {
 
 func newFleet(t testing.TB) *fleet {
 	t.Helper()
-	js := testkit.JetStream(t)
+	return newFleetOn(t, testkit.JetStream(t).Log(t, events.Config{}))
+}
+
+// newFleetOn is newFleet on log.
+func newFleetOn(t testing.TB, log *events.Log) *fleet {
+	t.Helper()
 	kp, err := nkeys.CreateUser()
 	if err != nil {
 		t.Fatal(err)
@@ -116,7 +121,7 @@ func newFleet(t testing.TB) *fleet {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &fleet{log: js.Log(t, events.Config{}), kp: kp, ops: approvals.Operators{pub: "alice"}}
+	return &fleet{log: log, kp: kp, ops: approvals.Operators{pub: "alice"}}
 }
 
 // writesNeedApproval reads freely and asks an operator for every write.
