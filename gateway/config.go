@@ -12,6 +12,7 @@ import (
 
 	"github.com/arbiter-run/arbiter/approvals"
 	"github.com/arbiter-run/arbiter/events"
+	"github.com/arbiter-run/arbiter/internal/limitsconf"
 	"github.com/arbiter-run/arbiter/mcp"
 	"github.com/arbiter-run/arbiter/policy"
 )
@@ -40,6 +41,13 @@ type File struct {
 	Wait string `yaml:"wait"`
 	// Actor: recorded as the agent of each session's run ("gateway").
 	Actor string `yaml:"actor"`
+	// Limits: of each session's run, recorded when it is made (a run
+	// carried on with --run keeps those it was made with). Left out:
+	// driver.DefaultLimits, 100 calls, 5 failed calls in a row and 5
+	// identical calls in a row; -1 (max_elapsed: none) for no limit. A
+	// run that reaches one ends, and a session carried on with --run needs
+	// another run id then.
+	Limits limitsconf.Config `yaml:"limits"`
 }
 
 // LoadFile reads and checks the gateway file at path. Errors name the
@@ -74,6 +82,9 @@ func LoadFile(path string) (File, error) {
 		return f, fmt.Errorf("%w: %s: %v", ErrConfig, path, err)
 	}
 	if _, err := f.OperatorsOf(); err != nil {
+		return f, fmt.Errorf("%w: %s: %v", ErrConfig, path, err)
+	}
+	if _, err := f.Limits.Limits(); err != nil {
 		return f, fmt.Errorf("%w: %s: %v", ErrConfig, path, err)
 	}
 	return f, nil

@@ -18,6 +18,8 @@ func TestLoadFile_RefusesWhatCannotWork(t *testing.T) {
 		{"bad wait", "mcp: {lock: l, servers: [{name: fs, command: x}]}\nwait: soon\n", `wait: "soon"`},
 		{"bad outcome", "mcp: {lock: l, servers: [{name: fs, command: x}]}\npolicy: {side_effects: {read_only: maybe}}\n", "read_only"},
 		{"bad operator", "mcp: {lock: l, servers: [{name: fs, command: x}]}\noperators: {nope: alice}\n", "operators"},
+		{"bad limit", "mcp: {lock: l, servers: [{name: fs, command: x}]}\nlimits: {max_steps: -2}\n", "max_steps -2"},
+		{"bad elapsed", "mcp: {lock: l, servers: [{name: fs, command: x}]}\nlimits: {max_elapsed: forever}\n", "max_elapsed"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "gateway.yaml")

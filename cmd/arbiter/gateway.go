@@ -87,8 +87,12 @@ func runGateway(ctx context.Context, args []string, out io.Writer) error {
 		}
 	}
 	ttl, wait := file.Durations()
+	limits, err := file.Limits.Limits() // checked by LoadFile
+	if err != nil {
+		return err
+	}
 	gw, err := gateway.New(gateway.Config{
-		Gate:  gate.Config{Log: c.log, Policy: p, Operators: ops, ApprovalTTL: ttl, Logger: logger, Withheld: set.Withheld},
+		Gate:  gate.Config{Log: c.log, Policy: p, Operators: ops, ApprovalTTL: ttl, Logger: logger, Withheld: set.Withheld, Limits: limits},
 		Tools: set.Tools(), Wait: wait, Actor: file.Actor, Run: *run, Logger: logger,
 	})
 	if err != nil {

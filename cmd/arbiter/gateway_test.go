@@ -16,6 +16,8 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/arbiter-run/arbiter/driver"
+	"github.com/arbiter-run/arbiter/events"
 	"github.com/arbiter-run/arbiter/gateway"
 )
 
@@ -55,6 +57,7 @@ policy:
 operators: {%s: alice}
 wait: 100ms
 actor: test-host
+limits: {max_steps: 250, max_repeats: -1}
 `, script, root, pub)
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
@@ -265,6 +268,18 @@ func TestGateway_StdioAsADesktopHostStartsIt(t *testing.T) {
 	}
 	if st := hostStatus(t, cs); st.Run != "desktop" || st.Steps != 1 {
 		t.Fatalf("status: %+v, want run desktop with one step", st)
+	}
+	// The file's limits are the run's, a field left out the default.
+	recs, _, err := e.log.Read(t.Context(), "desktop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var created events.RunCreatedBody
+	if err := json.Unmarshal(recs[0].Event.Body, &created); err != nil {
+		t.Fatal(err)
+	}
+	if want := (events.Limits{MaxSteps: 250, MaxFailuresInRow: driver.DefaultLimits.MaxFailuresInRow}); created.Limits != want {
+		t.Fatalf("the run's limits: %+v, want %+v", created.Limits, want)
 	}
 	cs.Close()
 	cancel()

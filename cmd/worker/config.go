@@ -16,6 +16,7 @@ import (
 	"github.com/arbiter-run/arbiter/driver"
 	"github.com/arbiter-run/arbiter/events"
 	"github.com/arbiter-run/arbiter/fleet"
+	"github.com/arbiter-run/arbiter/internal/limitsconf"
 	"github.com/arbiter-run/arbiter/mcp"
 	"github.com/arbiter-run/arbiter/model"
 	"github.com/arbiter-run/arbiter/policy"
@@ -96,30 +97,9 @@ type PolicyConfig struct {
 	Shadow string `yaml:"shadow"`
 }
 
-// LimitsConfig is events.Limits in the file: the limits of runs this
-// worker creates itself (a run started by a client records its own). A
-// field left out takes driver.DefaultLimits; -1 (max_elapsed: none) asks
-// for no limit.
-type LimitsConfig struct {
-	MaxSteps         int    `yaml:"max_steps"`
-	MaxFailuresInRow int    `yaml:"max_failures_in_row"`
-	MaxRepeats       int    `yaml:"max_repeats"`
-	MaxElapsed       string `yaml:"max_elapsed"`
-}
-
-func (l LimitsConfig) limits() (events.Limits, error) {
-	out := events.Limits{MaxSteps: l.MaxSteps, MaxFailuresInRow: l.MaxFailuresInRow, MaxRepeats: l.MaxRepeats}
-	if l.MaxElapsed == "none" {
-		out.MaxElapsedMS = driver.NoLimit
-	} else if l.MaxElapsed != "" {
-		d, err := time.ParseDuration(l.MaxElapsed)
-		if err != nil {
-			return out, fmt.Errorf("limits.max_elapsed %q: %w", l.MaxElapsed, err)
-		}
-		out.MaxElapsedMS = d.Milliseconds()
-	}
-	return out, nil
-}
+// LimitsConfig is the limits of runs this worker creates itself (a run
+// started by a client records its own), as the file spells them.
+type LimitsConfig = limitsconf.Config
 
 // RunDefaultsConfig is fleet.RunDefaults in the file.
 type RunDefaultsConfig struct {

@@ -78,7 +78,7 @@ agents:
 	if policy.ID(p) != "rules v7" {
 		t.Errorf("policy id: got %q", policy.ID(p))
 	}
-	l, err := c.Limits.limits()
+	l, err := c.Limits.Limits()
 	if err != nil || l.MaxSteps != 7 || l.MaxElapsedMS != 90000 {
 		t.Errorf("limits: got %+v, %v", l, err)
 	}
@@ -100,7 +100,7 @@ func TestConfig_RefusalsNameTheMistake(t *testing.T) {
 		{"bad outcome", "policy: {side_effects: {read_only: maybe}}", "maybe", func(c Config) error { _, err := c.policy(); return err }},
 		{"bad operator key", "operators: {SUAKEY: alice}", "SUAKEY", func(c Config) error { _, err := c.operators(nil); return err }},
 		{"bad ttl", "approval_ttl: forever", "forever", func(c Config) error { _, err := c.approvalTTL(); return err }},
-		{"bad elapsed", "limits: {max_elapsed: long}", "long", func(c Config) error { _, err := c.Limits.limits(); return err }},
+		{"bad elapsed", "limits: {max_elapsed: long}", "long", func(c Config) error { _, err := c.Limits.Limits(); return err }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, err := loadConfig(writeConfig(t, tc.text))
@@ -340,7 +340,7 @@ func TestConfig_LimitsNoneAndBelow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := c.Limits.limits()
+	l, err := c.Limits.Limits()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -352,7 +352,7 @@ func TestConfig_LimitsNoneAndBelow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, _ = c.Limits.limits()
+	l, _ = c.Limits.Limits()
 	if _, err := driver.ApplyLimits(l, driver.DefaultLimits); err == nil || !strings.Contains(err.Error(), "max_repeats -2") {
 		t.Errorf("max_repeats -2: %v, want it refused by name", err)
 	}

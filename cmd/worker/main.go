@@ -251,7 +251,7 @@ func driverConfig(cfg Config, f flags, log *events.Log, logger *slog.Logger, wit
 	if err != nil {
 		return none, err
 	}
-	limits, err := cfg.Limits.limits()
+	limits, err := cfg.Limits.Limits()
 	if err != nil {
 		return none, err
 	}
