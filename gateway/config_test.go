@@ -54,3 +54,15 @@ func TestLoadFile_LockIsRelativeToTheFile(t *testing.T) {
 		t.Fatalf("durations: %s %s", ttl, wait)
 	}
 }
+
+// The example in docs loads, with the limits it sets.
+func TestLoadFile_TheExampleLoads(t *testing.T) {
+	f, err := gateway.LoadFile("../docs/examples/mcp-gateway/gateway.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := f.Limits.Limits()
+	if err != nil || l.MaxSteps != 1000 || l.MaxRepeats != 20 {
+		t.Fatalf("the example's limits: %+v, %v; want 1000 steps and 20 repeats", l, err)
+	}
+}
