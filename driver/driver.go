@@ -184,6 +184,13 @@ type Run struct {
 	kept    events.ObservedBody
 	hasKept bool
 	keptAt  events.Tail
+	// lost is the tail (count and hash) r's run would have if the last
+	// append that failed other than on a conflict was stored, and
+	// storedLate, on a Run read again by [Driver.Reload], that it was: the
+	// run ends with that event (see [Run.StoredLate]).
+	lost       events.Tail
+	storedLate bool
+	lateAt     events.Tail
 	// agent is the agent of the drive in progress; spec its decision for
 	// the view at tail specAt, asked and judged while the observation that
 	// led to that view was stored (a [Pure] agent only).
@@ -467,6 +474,9 @@ func (d *Driver) commit(ctx context.Context, r *Run, p *pending) error {
 		d.cfg.OnAppend(p.k, p.body, p.p.Took(), err)
 	}
 	if err != nil {
+		if !errors.Is(err, events.ErrConflict) {
+			r.lost = p.p.Stored()
+		}
 		return err
 	}
 	if p.fold != nil {

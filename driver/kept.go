@@ -91,5 +91,15 @@ func (d *Driver) Reload(ctx context.Context, r *Run) (*Run, error) {
 	if _, ok := r.Kept(); ok && fresh.tail == r.keptAt {
 		fresh.kept, fresh.hasKept, fresh.keptAt = r.kept, true, fresh.tail
 	}
+	if r.lost.Count > 0 && fresh.tail.Count == r.lost.Count && fresh.tail.Hash == r.lost.Hash {
+		fresh.storedLate, fresh.lateAt = true, fresh.tail
+	}
 	return fresh, nil
 }
+
+// StoredLate reports, of a Run [Driver.Reload] read, that the run ends with
+// the event whose append failed last in the Run it was read again for: it
+// was stored all the same (its acknowledgement lost), and nothing was
+// stored after it. It is the event's own bytes that say so, not its kind
+// or its step: the same call of another process is another event.
+func (r *Run) StoredLate() bool { return r.storedLate && r.tail == r.lateAt }

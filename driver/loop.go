@@ -76,6 +76,14 @@ func (d *Driver) advance(ctx context.Context, r *Run, agent Agent) (bool, error)
 	if v.Run.Status.Ended() {
 		return false, nil
 	}
+	// What the last call came to, when this process knows it and could
+	// not store it, is recorded first: anything appended before it would
+	// move the run past the tail it was kept at, and drop it.
+	if n, ok := r.Kept(); ok {
+		if last, _ := v.Summary(v.Steps.Len()); last.N == n && last.Observation == "" && last.Executing {
+			return true, d.deliver(ctx, r)
+		}
+	}
 	// Record the tool set this driver evaluates with before any evaluation,
 	// resumes included, so replay finds every spec by its hash.
 	withheld := d.withheld()
@@ -93,10 +101,6 @@ func (d *Driver) advance(ctx context.Context, r *Run, agent Agent) (bool, error)
 	if last, ok := v.Summary(v.Steps.Len()); ok {
 		switch {
 		case last.Observation == "" && last.Executing:
-			if n, ok := r.Kept(); ok && n == last.N {
-				// What the call came to is known here: record it.
-				return true, d.deliver(ctx, r)
-			}
 			return true, d.recover(ctx, r, last.N)
 		case last.Observation == "":
 			return true, d.evaluate(ctx, r, last.N, nil)

@@ -150,7 +150,9 @@ func TestDriver_ServerGoneBeforeTheDecisionIsStoredAsksTheAgentOnce(t *testing.T
 // The process that ran it holds the result: once a server is back, driving
 // the same run records that result as the step's observation, rather than
 // recovering the call as interrupted and asking an operator whether a call
-// whose result it had took effect (which, granted, runs it twice).
+// whose result it had took effect (which, granted, runs it twice). It is
+// recorded first, before the drive records anything else (here, a tool
+// withheld meanwhile), which would move the run past where it was kept.
 func TestDriver_ResultNotStoredIsRecordedByTheSameProcess(t *testing.T) {
 	dir := t.TempDir()
 	srv, log := openOn(t, dir, -1)
@@ -178,7 +180,10 @@ func TestDriver_ResultNotStoredIsRecordedByTheSameProcess(t *testing.T) {
 		t.Fatalf("kept after the failed observation: step %d, %v; want step 1 kept", n, ok)
 	}
 	_, log2 := openOn(t, dir, -1)
-	d2, err := driver.New(driver.Config{Log: log2, Policy: allow, Tools: []driver.Tool{send, done()}})
+	withheld := func() []events.WithheldTool {
+		return []events.WithheldTool{{Name: "other", Status: "changed", Change: "its description"}}
+	}
+	d2, err := driver.New(driver.Config{Log: log2, Policy: allow, Tools: []driver.Tool{send, done()}, Withheld: withheld})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,6 +191,9 @@ func TestDriver_ResultNotStoredIsRecordedByTheSameProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	v := r.View()
+	if len(v.Run.Withheld) != 1 {
+		t.Fatalf("withheld after the drive: %+v, want the one withheld meanwhile recorded", v.Run.Withheld)
+	}
 	if o := v.Step(1).Observation; o == nil || o.Kind != events.ObsResult || o.Content != "sent" {
 		t.Fatalf("step 1's observation: %+v, want the result the call returned", o)
 	}

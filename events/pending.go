@@ -147,6 +147,12 @@ func (l *Log) BeginReusing(ctx context.Context, spare *Pending, tail Tail, ev Ev
 // returned the record (it is the record's Tail).
 func (p *Pending) Tail() Tail { return p.after }
 
+// Stored is the run's tail if this append is stored, but for its stream
+// sequence, which is the server's to give: its count and the hash of its
+// bytes. After a Wait that failed, a run read again whose tail has them
+// ends with this very event, stored all the same, and nothing after it.
+func (p *Pending) Stored() Tail { return Tail{Count: p.rec.Event.Seq, Hash: p.hash} }
+
 // Wait waits for the append's acknowledgement and returns the stored
 // record, or the reason there is none: an error wrapping [ErrConflict] when
 // another writer appended to the run first. An append whose outcome is not

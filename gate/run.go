@@ -35,9 +35,9 @@ type Run struct {
 	// and the driver would otherwise send the decision it could not
 	// store again, as the next call's, whatever that call is.
 	stale bool
-	// unran is the step of a call whose allow was sent but could not be
-	// confirmed stored, and which therefore never ran (0: none): once the
-	// run is read again, a stored allow of it with no observation gets
+	// unran is the step of a call whose drive failed before anything ran
+	// it (0: none): once the run is read again, if it ends with the very
+	// allow this process sent (stored though unconfirmed), that allow gets
 	// the observation that it did not run (see reload), rather than being
 	// taken for a call that may still be running, or was interrupted.
 	unran int
@@ -358,7 +358,9 @@ func (r *Run) reload(ctx context.Context, what string) error {
 	if err != nil {
 		return fmt.Errorf("%s on run %s: read the run again after a failed call: %w", what, r.ID(), err)
 	}
-	if r.unran != 0 {
+	if r.unran != 0 && fresh.StoredLate() {
+		// The allow this process sent is the run's last event: stored
+		// after all, by its own bytes, and nothing after it.
 		fresh.Keep(r.unran, events.ObsToolError, fmt.Sprintf(
 			"not run: the record of this call's allow could not be confirmed when it was made (the event log was unreachable), so it was not run; step %d", r.unran))
 	}
@@ -440,8 +442,9 @@ func (r *Run) settled(c *call, err error) (Answer, error) {
 	}
 	if err != nil {
 		r.stale = true
-		if c.decided && !c.ran && !c.handed {
-			// Its allow was sent, perhaps stored, and nothing ran it.
+		if !c.ran && !c.handed {
+			// An allow of it (a decision, a grant's resume, a recovery)
+			// may have been sent and stored, and nothing ran it.
 			r.unran = c.expect
 		}
 		return Answer{}, fmt.Errorf("ask %s on run %s: %w", c.tool, r.ID(), err)

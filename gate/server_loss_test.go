@@ -3,6 +3,7 @@ package gate_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/arbiter-run/arbiter/events"
 	"github.com/arbiter-run/arbiter/gate"
+	"github.com/arbiter-run/arbiter/projector"
 	"github.com/arbiter-run/arbiter/testkit"
 	"github.com/nats-io/nats.go"
 )
@@ -259,4 +261,118 @@ func (rl *relay) hold(on bool) {
 	rl.held = on
 	rl.mu.Unlock()
 	rl.cond.Broadcast()
+}
+
+// relayed opens a second gate on e's log through a relay that can hold
+// back what the server sends: another process, on a connection that can
+// stall.
+func relayed(t *testing.T, e *env) (*gate.Gate, *relay) {
+	t.Helper()
+	srv := testkit.JetStream(t).Server
+	rl := newRelay(t, srv.ClientURL())
+	nc, err := nats.Connect(rl.url, nats.ReconnectBufSize(-1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	ncB, err := nats.Connect(srv.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ncB.Close)
+	e.cfg.Log = testkit.OnConn(t, srv, ncB).Log(t, events.Config{})
+	e.log = e.cfg.Log
+	cfg := e.cfg
+	cfg.Log = testkit.OnConn(t, srv, nc).Log(t, events.Config{})
+	g, err := gate.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g, rl
+}
+
+// A process whose append went unconfirmed records "not run" only over its
+// own allow, by that event's bytes: when what the run ends with is another
+// process's allow of a call it is running, nothing is recorded over it.
+func TestGate_NotRunIsRecordedOnlyOverThisProcesssOwnAllow(t *testing.T) {
+	e := newEnv(t)
+	// B's call outlasts A's, which waits out 10 s for the server's answers.
+	e.cfg.Tools = slices.Clone(e.cfg.Tools)
+	for i := range e.cfg.Tools {
+		e.cfg.Tools[i].Timeout = time.Minute
+	}
+	gA, rl := relayed(t, e)
+	rB := open(t, e.gate(t), "two-holders")
+	rA, err := gA.Resume(t.Context(), rB.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(rA.Close)
+
+	// B's call is allowed and runs until released.
+	running, release := make(chan struct{}), make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		_, err := rB.Call(t.Context(), "note", json.RawMessage(`{"path":"B"}`), func(context.Context, json.RawMessage) (string, error) {
+			close(running)
+			<-release
+			return "B wrote", nil
+		})
+		done <- err
+	}()
+	<-running
+	// A, its view from before B's allow, asks with the server's answers
+	// held back: its allow loses the fence at the server, unheard.
+	rl.hold(true)
+	fA := &runner{}
+	if _, err := rA.Call(t.Context(), "read", json.RawMessage(`{"path":"A"}`), fA.run); err == nil || fA.runs != 0 {
+		t.Fatalf("A's call with the answers held: %v after %d runs, want an error and nothing run", err, fA.runs)
+	}
+	rl.hold(false)
+	// A's next call finds B's call in flight, and records nothing over it.
+	if _, err := rA.Call(t.Context(), "read", json.RawMessage(`{"path":"A"}`), fA.run); !errors.Is(err, gate.ErrElsewhere) {
+		t.Fatalf("A's next call: %v, want ErrElsewhere (B's call runs)", err)
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatalf("B's call: %v", err)
+	}
+	v, err := e.gate(t).Resume(t.Context(), rB.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	bv := view(t, v)
+	if o := bv.Step(1).Observation; o == nil || o.Content != "B wrote" {
+		t.Fatalf("step 1's observation: %+v, want B's result", o)
+	}
+}
+
+// A granted call asked again whose resume (the allow that consumes the
+// grant) was stored though unconfirmed, and which therefore never ran, is
+// recorded not run as a fresh call's allow is: not taken for a call still
+// running, nor then for an interrupted one.
+func TestGate_AGrantsResumeNotConfirmedIsRecordedNotRun(t *testing.T) {
+	e := newEnv(t)
+	g, rl := relayed(t, e)
+	r := open(t, g, "resume-unconfirmed")
+	p := ask(t, r, "send", `{"to":"x@example.com"}`, gate.Pending)
+	e.decide(t, r.ID(), p.Approval, events.DecisionGrant)
+	if err := r.TakeIn(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	rl.hold(true)
+	f := &runner{}
+	if _, err := r.Call(t.Context(), "send", json.RawMessage(`{"to":"x@example.com"}`), f.run); err == nil || f.runs != 0 {
+		t.Fatalf("the granted call with the answers held: %v after %d runs, want an error and nothing run", err, f.runs)
+	}
+	rl.hold(false)
+	a := call(t, r, "read", `{"path":"b"}`, f, gate.Done)
+	v := view(t, r)
+	if o := v.Step(1).Observation; a.Step != 2 || o == nil || !strings.HasPrefix(o.Content, "not run") {
+		t.Fatalf("the next call %+v, step 1's observation %+v; want step 1 recorded not run", a, o)
+	}
+	if v.Approval(p.Approval.ID).State != projector.Consumed || f.runs != 1 {
+		t.Fatalf("approval %s after %d runs: want the grant consumed by the allow that never ran, and the read alone run", v.Approval(p.Approval.ID).State, f.runs)
+	}
 }
