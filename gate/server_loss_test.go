@@ -162,17 +162,9 @@ func TestGate_AResultNotStoredIsRecordedOnceTheServerIsBack(t *testing.T) {
 // call: not taken for a call that may still be running elsewhere, nor
 // recovered later as interrupted, for an operator to settle.
 func TestGate_AnAllowNotConfirmedIsRecordedNotRun(t *testing.T) {
-	srv := testkit.JetStream(t).Server
-	rl := newRelay(t, srv.ClientURL())
-	nc, err := nats.Connect(rl.url, nats.ReconnectBufSize(-1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
 	e := newEnv(t)
-	e.cfg.Log = testkit.OnConn(t, srv, nc).Log(t, events.Config{})
-	e.log = e.cfg.Log
-	r := open(t, e.gate(t), "unconfirmed")
+	g, rl := relayed(t, e)
+	r := open(t, g, "unconfirmed")
 	f := &runner{}
 
 	// What the server says does not come back: the append waits out its
