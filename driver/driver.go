@@ -186,11 +186,14 @@ type Run struct {
 	keptAt  events.Tail
 	// lost is the tail (count and hash) r's run would have if the last
 	// append that failed other than on a conflict was stored, and
-	// storedLate, on a Run read again by [Driver.Reload], that it was: the
-	// run ends with that event (see [Run.StoredLate]).
-	lost       events.Tail
-	storedLate bool
-	lateAt     events.Tail
+	// lostAllow the step whose call that event allowed (0: it allowed
+	// none); lateAllow, on a Run read again by [Driver.Reload], is that
+	// step when the run ends with that very event, at tail lateAt (see
+	// [Run.AllowStoredLate]).
+	lost      events.Tail
+	lostAllow int
+	lateAllow int
+	lateAt    events.Tail
 	// agent is the agent of the drive in progress; spec its decision for
 	// the view at tail specAt, asked and judged while the observation that
 	// led to that view was stored (a [Pure] agent only).
@@ -475,7 +478,7 @@ func (d *Driver) commit(ctx context.Context, r *Run, p *pending) error {
 	}
 	if err != nil {
 		if !errors.Is(err, events.ErrConflict) {
-			r.lost = p.p.Stored()
+			r.lost, r.lostAllow = p.p.Stored(), allowOf(p.k, p.body)
 		}
 		return err
 	}

@@ -91,15 +91,40 @@ func (d *Driver) Reload(ctx context.Context, r *Run) (*Run, error) {
 	if _, ok := r.Kept(); ok && fresh.tail == r.keptAt {
 		fresh.kept, fresh.hasKept, fresh.keptAt = r.kept, true, fresh.tail
 	}
-	if r.lost.Count > 0 && fresh.tail.Count == r.lost.Count && fresh.tail.Hash == r.lost.Hash {
-		fresh.storedLate, fresh.lateAt = true, fresh.tail
+	if r.lostAllow > 0 && fresh.tail.Count == r.lost.Count && fresh.tail.Hash == r.lost.Hash {
+		fresh.lateAllow, fresh.lateAt = r.lostAllow, fresh.tail
 	}
 	return fresh, nil
 }
 
-// StoredLate reports, of a Run [Driver.Reload] read, that the run ends with
-// the event whose append failed last in the Run it was read again for: it
-// was stored all the same (its acknowledgement lost), and nothing was
-// stored after it. It is the event's own bytes that say so, not its kind
-// or its step: the same call of another process is another event.
-func (r *Run) StoredLate() bool { return r.storedLate && r.tail == r.lateAt }
+// AllowStoredLate is, of a Run [Driver.Reload] read, the step whose call
+// the run's last event allows when that event is the one whose append
+// failed last in the Run it was read again for: stored all the same (its
+// acknowledgement lost), with nothing stored after it. It is 0 otherwise:
+// when that event allowed no call (a tool list, an approval's request),
+// or the run ends with another. The event's own bytes say which it is,
+// not its kind or its step: the same call allowed by another process is
+// another event.
+func (r *Run) AllowStoredLate() int {
+	if r.tail != r.lateAt {
+		return 0
+	}
+	return r.lateAllow
+}
+
+// allowOf is the step whose call an event of kind k with body allows, or
+// 0: a decision carrying an allow, or a policy result that allows the
+// call or consumes a grant for it.
+func allowOf(k events.Kind, body any) int {
+	switch b := body.(type) {
+	case events.StepDecidedBody:
+		if k == events.StepDecided && b.Policy != nil && (b.Policy.Outcome == events.Allow || b.Policy.Consumes != "") {
+			return b.Step
+		}
+	case events.PolicyBody:
+		if k == events.StepPolicy && (b.Outcome == events.Allow || b.Consumes != "") {
+			return b.Step
+		}
+	}
+	return 0
+}

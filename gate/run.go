@@ -358,9 +358,9 @@ func (r *Run) reload(ctx context.Context, what string) error {
 	if err != nil {
 		return fmt.Errorf("%s on run %s: read the run again after a failed call: %w", what, r.ID(), err)
 	}
-	if r.unran != 0 && fresh.StoredLate() {
-		// The allow this process sent is the run's last event: stored
-		// after all, by its own bytes, and nothing after it.
+	if r.unran != 0 && fresh.AllowStoredLate() == r.unran {
+		// The allow of that call this process sent is the run's last
+		// event: stored after all, by its own bytes, nothing after it.
 		fresh.Keep(r.unran, events.ObsToolError, fmt.Sprintf(
 			"not run: the record of this call's allow could not be confirmed when it was made (the event log was unreachable), so it was not run; step %d", r.unran))
 	}

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/arbiter-run/arbiter/driver"
 	"github.com/arbiter-run/arbiter/events"
 	"github.com/arbiter-run/arbiter/gate"
 	"github.com/arbiter-run/arbiter/projector"
@@ -366,5 +367,46 @@ func TestGate_AGrantsResumeNotConfirmedIsRecordedNotRun(t *testing.T) {
 	}
 	if v.Approval(p.Approval.ID).State != projector.Consumed || f.runs != 1 {
 		t.Fatalf("approval %s after %d runs: want the grant consumed by the allow that never ran, and the read alone run", v.Approval(p.Approval.ID).State, f.runs)
+	}
+}
+
+// A process's unconfirmed append that allowed nothing (here the tool list
+// a recovery records first) is no ground for "not run": the call it was
+// recovering, another process's, which that process's program ran, is put
+// to an operator as any interrupted call, not recorded as never run (a
+// fifth outside review had the write run again, unasked).
+func TestGate_NotRunIsNeverRecordedOverAnEventThatAllowedNothing(t *testing.T) {
+	e := newEnv(t)
+	e.cfg.Withheld = func() []events.WithheldTool {
+		return []events.WithheldTool{{Name: "rm", Status: "changed", Change: "its description"}}
+	}
+	gB, rl := relayed(t, e) // B withholds a tool the run has not recorded
+	e.cfg.Withheld = nil
+	rA := open(t, e.gate(t), "recovered-elsewhere")
+	ask(t, rA, "note", `{"path":"x"}`, gate.Allow)
+	rA.Close() // the program ran the call, then went away unreported
+	e.clk.Advance(10 * time.Second)
+
+	rB, err := gB.Resume(t.Context(), rA.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(rB.Close)
+	f := &runner{}
+	rl.hold(true)
+	if _, err := rB.Call(t.Context(), "note", json.RawMessage(`{"path":"x"}`), f.run); err == nil || f.runs != 0 {
+		t.Fatalf("B's recovery with the answers held: %v after %d runs, want an error and nothing run", err, f.runs)
+	}
+	rl.hold(false)
+	waitFor(t, "B's tool list stored", func() bool { return count(kinds(t, e.log, rA.ID()), events.RunTools) == 1 })
+	e.clk.Advance(10 * time.Second) // past the timeout, counted from the run's last event
+
+	var w *gate.WaitingError
+	if _, err := rB.Call(t.Context(), "read", json.RawMessage(`{"path":"y"}`), f.run); !errors.As(err, &w) || w.Approval.Kind != driver.InterruptedSideEffect {
+		t.Fatalf("B's next call: %v, want it refused while the interrupted write waits for an operator", err)
+	}
+	v := view(t, rB)
+	if o := v.Step(1).Observation; o != nil || f.runs != 0 {
+		t.Fatalf("step 1's observation %+v after %d runs: want none, and nothing run", o, f.runs)
 	}
 }
