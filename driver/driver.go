@@ -186,14 +186,14 @@ type Run struct {
 	keptAt  events.Tail
 	// lost is the tail (count and hash) r's run would have if the last
 	// append that failed other than on a conflict was stored, and
-	// lostAllow the step whose call that event allowed (0: it allowed
-	// none); lateAllow, on a Run read again by [Driver.Reload], is that
-	// step when the run ends with that very event, at tail lateAt (see
-	// [Run.AllowStoredLate]).
-	lost      events.Tail
-	lostAllow int
-	lateAllow int
-	lateAt    events.Tail
+	// lostCall the step whose call that event decided or allowed (0: it
+	// was of no call); lateCall, on a Run read again by [Driver.Reload],
+	// is that step when the run ends with that very event, at tail lateAt
+	// (see [Run.CallStoredLate]).
+	lost     events.Tail
+	lostCall int
+	lateCall int
+	lateAt   events.Tail
 	// agent is the agent of the drive in progress; spec its decision for
 	// the view at tail specAt, asked and judged while the observation that
 	// led to that view was stored (a [Pure] agent only).
@@ -478,7 +478,7 @@ func (d *Driver) commit(ctx context.Context, r *Run, p *pending) error {
 	}
 	if err != nil {
 		if !errors.Is(err, events.ErrConflict) {
-			r.lost, r.lostAllow = p.p.Stored(), allowOf(p.k, p.body)
+			r.lost, r.lostCall = p.p.Stored(), callOf(p.k, p.body)
 		}
 		return err
 	}

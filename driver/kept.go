@@ -24,17 +24,28 @@ import (
 // Keep has r remember that step n's call came to kind and content though
 // no observation of it is stored: the next drive at r's tail as it is now
 // records it as the step's observation, and so does [Driver.Deliver],
-// instead of recovering the call as interrupted. Only the last step, an
-// allowed call with no observation, can be kept, on a run that runs; Keep
-// reports whether it was.
+// instead of recovering the call as interrupted (or judging a decision
+// its holder no longer asks). Only the last step, with no observation,
+// allowed or decided and not yet judged, can be kept, on a run that
+// runs; Keep reports whether it was.
 func (r *Run) Keep(n int, kind events.ObservationKind, content string) bool {
-	v := &r.view
-	last, ok := v.Summary(v.Steps.Len())
-	if !ok || last.N != n || !last.Executing || v.Run.Status.Ended() || v.PendingApproval() != nil {
+	if !r.keepable(n) {
 		return false
 	}
 	r.kept, r.hasKept, r.keptAt = events.ObservedBody{Step: n, Kind: kind, Content: content}, true, r.tail
 	return true
+}
+
+// keepable reports whether step n's call may be given a kept observation:
+// it is the last step, with no observation, allowed (its call in flight
+// or interrupted) or decided and not yet judged, on a run that runs.
+func (r *Run) keepable(n int) bool {
+	v := &r.view
+	last, ok := v.Summary(v.Steps.Len())
+	if !ok || last.N != n || last.Observation != "" || v.Run.Status.Ended() || v.PendingApproval() != nil {
+		return false
+	}
+	return last.Executing || v.Step(n).Policy == nil
 }
 
 // Kept reports the step whose observation r keeps to record (see
@@ -91,38 +102,42 @@ func (d *Driver) Reload(ctx context.Context, r *Run) (*Run, error) {
 	if _, ok := r.Kept(); ok && fresh.tail == r.keptAt {
 		fresh.kept, fresh.hasKept, fresh.keptAt = r.kept, true, fresh.tail
 	}
-	if r.lostAllow > 0 && fresh.tail.Count == r.lost.Count && fresh.tail.Hash == r.lost.Hash {
-		fresh.lateAllow, fresh.lateAt = r.lostAllow, fresh.tail
+	if r.lostCall > 0 && fresh.tail.Count == r.lost.Count && fresh.tail.Hash == r.lost.Hash {
+		fresh.lateCall, fresh.lateAt = r.lostCall, fresh.tail
 	}
 	return fresh, nil
 }
 
-// AllowStoredLate is, of a Run [Driver.Reload] read, the step whose call
-// the run's last event allows when that event is the one whose append
-// failed last in the Run it was read again for: stored all the same (its
-// acknowledgement lost), with nothing stored after it. It is 0 otherwise:
-// when that event allowed no call (a tool list, an approval's request),
-// or the run ends with another. The event's own bytes say which it is,
-// not its kind or its step: the same call allowed by another process is
-// another event.
-func (r *Run) AllowStoredLate() int {
+// CallStoredLate is, of a Run [Driver.Reload] read, the step whose call
+// the run's last event decides or allows (a decision, an allow, a grant's
+// use, the rerun of an interrupted read) when that event is the one whose
+// append failed last in the Run it was read again for: stored all the
+// same (its acknowledgement lost), with nothing stored after it. It is 0
+// otherwise: when that event was of no call (a tool list, an approval's
+// request), or the run ends with another. The event's own bytes say which
+// it is, not its kind or its step: the same call decided by another
+// process is another event.
+func (r *Run) CallStoredLate() int {
 	if r.tail != r.lateAt {
 		return 0
 	}
-	return r.lateAllow
+	return r.lateCall
 }
 
-// allowOf is the step whose call an event of kind k with body allows, or
-// 0: a decision carrying an allow, or a policy result that allows the
-// call or consumes a grant for it.
-func allowOf(k events.Kind, body any) int {
+// callOf is the step whose call an event of kind k with body decides or
+// allows, or 0.
+func callOf(k events.Kind, body any) int {
 	switch b := body.(type) {
 	case events.StepDecidedBody:
-		if k == events.StepDecided && b.Policy != nil && (b.Policy.Outcome == events.Allow || b.Policy.Consumes != "") {
+		if k == events.StepDecided {
 			return b.Step
 		}
 	case events.PolicyBody:
 		if k == events.StepPolicy && (b.Outcome == events.Allow || b.Consumes != "") {
+			return b.Step
+		}
+	case events.InterruptedBody:
+		if k == events.StepInterrupted && b.Resolution == events.ResolvedRerun {
 			return b.Step
 		}
 	}

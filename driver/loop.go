@@ -79,10 +79,8 @@ func (d *Driver) advance(ctx context.Context, r *Run, agent Agent) (bool, error)
 	// What the last call came to, when this process knows it and could
 	// not store it, is recorded first: anything appended before it would
 	// move the run past the tail it was kept at, and drop it.
-	if n, ok := r.Kept(); ok {
-		if last, _ := v.Summary(v.Steps.Len()); last.N == n && last.Observation == "" && last.Executing {
-			return true, d.deliver(ctx, r)
-		}
+	if n, ok := r.Kept(); ok && r.keepable(n) {
+		return true, d.deliver(ctx, r)
 	}
 	// Record the tool set this driver evaluates with before any evaluation,
 	// resumes included, so replay finds every spec by its hash.

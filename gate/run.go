@@ -358,7 +358,7 @@ func (r *Run) reload(ctx context.Context, what string) error {
 	if err != nil {
 		return fmt.Errorf("%s on run %s: read the run again after a failed call: %w", what, r.ID(), err)
 	}
-	if r.unran != 0 && fresh.AllowStoredLate() == r.unran {
+	if r.unran != 0 && fresh.CallStoredLate() == r.unran {
 		// The allow of that call this process sent is the run's last
 		// event: stored after all, by its own bytes, nothing after it.
 		fresh.Keep(r.unran, events.ObsToolError, fmt.Sprintf(

@@ -410,3 +410,55 @@ func TestGate_NotRunIsNeverRecordedOverAnEventThatAllowedNothing(t *testing.T) {
 		t.Fatalf("step 1's observation %+v after %d runs: want none, and nothing run", o, f.runs)
 	}
 }
+
+// What else a call's first append may be, stored though unconfirmed, with
+// nothing run: the decision alone (with arguments too large to carry the
+// policy's result in the same event), or the rerun of an interrupted read.
+// Either is this process's own event of that call: the call is recorded
+// not run, not judged afterwards for a program that gave up on it, nor
+// taken for a call running elsewhere (a sixth outside review).
+func TestGate_NotRunCoversADecisionAloneAndARerun(t *testing.T) {
+	t.Run("a decision stored alone", func(t *testing.T) {
+		e := newEnv(t)
+		g, rl := relayed(t, e)
+		r := open(t, g, "decided-alone")
+		f := &runner{}
+		big := `{"path":"` + strings.Repeat(`\"`, 240000) + `"}` // a decision of 480 KB: its judgement travels apart
+		rl.hold(true)
+		if a, err := r.Call(t.Context(), "note", json.RawMessage(big), f.run); err == nil || a.Ran || f.runs != 0 {
+			t.Fatalf("the call with the answers held: %+v, %v after %d runs; want an error and nothing run", a, err, f.runs)
+		}
+		rl.hold(false)
+		waitFor(t, "the decision stored", func() bool { return count(kinds(t, e.log, r.ID()), events.StepDecided) == 1 })
+		a := call(t, r, "read", `{"path":"b"}`, f, gate.Done)
+		v := view(t, r)
+		if o := v.Step(1).Observation; a.Step != 2 || o == nil || !strings.HasPrefix(o.Content, "not run") || v.Step(1).Policy != nil {
+			t.Fatalf("the next call %+v, step 1 %+v; want step 1 recorded not run, never judged", a, v.Step(1).Observation)
+		}
+	})
+	t.Run("an interrupted read's rerun", func(t *testing.T) {
+		e := newEnv(t)
+		g, rl := relayed(t, e)
+		gone := open(t, g, "rerun")
+		ask(t, gone, "read", `{"path":"x"}`, gate.Allow)
+		gone.Close() // unreported
+		e.clk.Advance(10 * time.Second)
+		r, err := g.Resume(t.Context(), gone.ID())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(r.Close)
+		f := &runner{}
+		rl.hold(true)
+		if _, err := r.Call(t.Context(), "read", json.RawMessage(`{"path":"x"}`), f.run); err == nil || f.runs != 0 {
+			t.Fatalf("the recovery with the answers held: %v after %d runs; want an error and nothing run", err, f.runs)
+		}
+		rl.hold(false)
+		waitFor(t, "the rerun stored", func() bool { return count(kinds(t, e.log, r.ID()), events.StepInterrupted) == 1 })
+		a := call(t, r, "read", `{"path":"y"}`, f, gate.Done)
+		v := view(t, r)
+		if o := v.Step(1).Observation; a.Step != 2 || o == nil || !strings.HasPrefix(o.Content, "not run") {
+			t.Fatalf("the next call %+v, step 1's observation %+v; want step 1 recorded not run", a, o)
+		}
+	})
+}
