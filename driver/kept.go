@@ -102,22 +102,26 @@ func (d *Driver) Reload(ctx context.Context, r *Run) (*Run, error) {
 	if _, ok := r.Kept(); ok && fresh.tail == r.keptAt {
 		fresh.kept, fresh.hasKept, fresh.keptAt = r.kept, true, fresh.tail
 	}
-	if r.lostCall > 0 && fresh.tail.Count == r.lost.Count && fresh.tail.Hash == r.lost.Hash {
-		fresh.lateCall, fresh.lateAt = r.lostCall, fresh.tail
+	switch {
+	case r.lostCall > 0 && fresh.tail.Count == r.lost.Count && fresh.tail.Hash == r.lost.Hash:
+		fresh.lateCall, fresh.lateAt = r.lostCall, fresh.tail // stored late
+	case r.mineCall > 0 && fresh.tail == r.mineAt:
+		fresh.lateCall, fresh.lateAt = r.mineCall, fresh.tail // stored, and what followed was not
 	}
 	return fresh, nil
 }
 
-// CallStoredLate is, of a Run [Driver.Reload] read, the step whose call
-// the run's last event decides or allows (a decision, an allow, a grant's
-// use, the rerun of an interrupted read) when that event is the one whose
-// append failed last in the Run it was read again for: stored all the
-// same (its acknowledgement lost), with nothing stored after it. It is 0
+// OwnCallLast is, of a Run [Driver.Reload] read, the step whose call the
+// run's last event decides or allows (a decision, an allow, a grant's
+// use, the rerun of an interrupted read) when that event is the Run's it
+// was read again for, and nothing was stored after it: the event whose
+// append failed last, stored all the same (its acknowledgement lost), or
+// the last one it stored, when what it appended next was not. It is 0
 // otherwise: when that event was of no call (a tool list, an approval's
-// request), or the run ends with another. The event's own bytes say which
-// it is, not its kind or its step: the same call decided by another
-// process is another event.
-func (r *Run) CallStoredLate() int {
+// request), or the run ends with another's. The events' own bytes say
+// which it is (count and hash), not a kind or a step: the same call
+// decided by another process is another event.
+func (r *Run) OwnCallLast() int {
 	if r.tail != r.lateAt {
 		return 0
 	}

@@ -41,6 +41,15 @@ type Run struct {
 	// the observation that it did not run (see reload), rather than being
 	// taken for a call that may still be running, or was interrupted.
 	unran int
+	// over is the step of a call whose drive failed after the call ran
+	// here, or was handed to the program, which reported it (0: none): it
+	// runs nowhere now. Once the run is read again, if it ends with this
+	// process's own allow of it, it is not taken for a call that may still
+	// be running (recoverNow, at tail recoverAt): recovery settles it at
+	// once.
+	over       int
+	recoverNow int
+	recoverAt  events.Tail
 	// calling is set while Call holds mu through a call, so that View
 	// answers at once instead of waiting for the call to end.
 	calling atomic.Bool
@@ -358,13 +367,16 @@ func (r *Run) reload(ctx context.Context, what string) error {
 	if err != nil {
 		return fmt.Errorf("%s on run %s: read the run again after a failed call: %w", what, r.ID(), err)
 	}
-	if r.unran != 0 && fresh.CallStoredLate() == r.unran {
-		// The allow of that call this process sent is the run's last
-		// event: stored after all, by its own bytes, nothing after it.
+	own := fresh.OwnCallLast() // this process's event of that call ends the run, by its bytes
+	if r.unran != 0 && own == r.unran {
 		fresh.Keep(r.unran, events.ObsToolError, fmt.Sprintf(
-			"not run: the record of this call's allow could not be confirmed when it was made (the event log was unreachable), so it was not run; step %d", r.unran))
+			"not run: the record of this call could not be completed when it was made (the event log was unreachable), so it was not run; step %d", r.unran))
 	}
-	r.r, r.stale, r.unran = fresh, false, 0
+	r.recoverNow = 0
+	if r.over != 0 && own == r.over {
+		r.recoverNow, r.recoverAt = r.over, fresh.Tail()
+	}
+	r.r, r.stale, r.unran, r.over = fresh, false, 0, 0
 	return nil
 }
 
@@ -388,7 +400,10 @@ func (r *Run) planOn(v *projector.View, tool string, args json.RawMessage) (*cal
 		// first (the drive does): the call asked now is a new step.
 		last.Executing = false
 	}
-	if last.Executing {
+	// This process's own call, over here (see over), runs nowhere:
+	// recovery settles it now.
+	mine := last.N == r.recoverNow && r.r.Tail() == r.recoverAt
+	if last.Executing && !mine {
 		// A call allowed less than its tool's timeout ago may still be
 		// running in another process that holds the run: recovering it now
 		// would take a live call for an interrupted one.
@@ -442,10 +457,13 @@ func (r *Run) settled(c *call, err error) (Answer, error) {
 	}
 	if err != nil {
 		r.stale = true
-		if !c.ran && !c.handed {
+		switch {
+		case !c.ran && !c.handed:
 			// An allow of it (a decision, a grant's resume, a recovery)
 			// may have been sent and stored, and nothing ran it.
 			r.unran = c.expect
+		case !c.timedOut():
+			r.over = c.expect
 		}
 		return Answer{}, fmt.Errorf("ask %s on run %s: %w", c.tool, r.ID(), err)
 	}

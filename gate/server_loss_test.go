@@ -1,11 +1,11 @@
 package gate_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"slices"
 	"strings"
@@ -191,12 +191,15 @@ func TestGate_AnAllowNotConfirmedIsRecordedNotRun(t *testing.T) {
 
 // relay is a TCP relay on 127.0.0.1 in front of a NATS server that can
 // hold back what the server sends while passing on what clients send, as
-// a stalled server or a paused machine does.
+// a stalled server or a paused machine does, and can cut the connection
+// as a client sends something, which the server then never gets.
 type relay struct {
 	url  string
 	mu   sync.Mutex
 	held bool
 	cond *sync.Cond
+	cut  []byte // cut the connection at the chunk a client sends holding it
+	cuts int
 }
 
 func newRelay(t *testing.T, target string) *relay {
@@ -221,11 +224,51 @@ func newRelay(t *testing.T, target string) *relay {
 				c.Close()
 				continue
 			}
-			go func() { _, _ = io.Copy(s, c); s.Close() }()
+			go func() { rl.forth(c, s); s.Close(); c.Close() }()
 			go func() { rl.back(c, s); c.Close() }()
 		}
 	}()
 	return rl
+}
+
+// forth copies what the client c sends to the server s, but for the chunk
+// that holds the pattern to cut at, which ends the connection instead.
+func (rl *relay) forth(c, s net.Conn) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := c.Read(buf)
+		if n > 0 {
+			rl.mu.Lock()
+			cut := rl.cut != nil && bytes.Contains(buf[:n], rl.cut)
+			if cut {
+				rl.cut, rl.cuts = nil, rl.cuts+1
+			}
+			rl.mu.Unlock()
+			if cut {
+				return
+			}
+			if _, werr := s.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// cutAt has the relay cut the connection at the next chunk a client sends
+// holding pattern; cutCount is how many cuts it made.
+func (rl *relay) cutAt(pattern string) {
+	rl.mu.Lock()
+	defer rl.mu.Unlock()
+	rl.cut = []byte(pattern)
+}
+
+func (rl *relay) cutCount() int {
+	rl.mu.Lock()
+	defer rl.mu.Unlock()
+	return rl.cuts
 }
 
 // back copies what the server s sends to the client c, waiting while held.
@@ -461,4 +504,58 @@ func TestGate_NotRunCoversADecisionAloneAndARerun(t *testing.T) {
 			t.Fatalf("the next call %+v, step 1's observation %+v; want step 1 recorded not run", a, o)
 		}
 	})
+}
+
+// A call whose first event (its decision) was stored and confirmed, and
+// whose next never reached the server (the connection cut as it went
+// out), so that nothing ran it, is recorded not run: the run ends with
+// this process's own decision of it, by that event's bytes. It is not
+// judged afterwards for a program that gave up on it, nor put to an
+// operator (a seventh outside review).
+func TestGate_ACallCutAfterItsDecisionIsRecordedNotRun(t *testing.T) {
+	for _, c := range []struct {
+		name, cut, tool, args string
+	}{
+		// A decision too large to carry its judgement: the allow follows.
+		{"its allow", `"kind":"step.policy"`, "note", `{"path":"` + strings.Repeat(`\"`, 240000) + `"}`},
+		{"its approval's request", `"kind":"approval.requested"`, "send", `{"to":"x@example.com"}`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e := newEnv(t)
+			g, rl := relayed(t, e)
+			r := open(t, g, "cut")
+			f := &runner{}
+			rl.cutAt(c.cut)
+			if _, err := r.Call(t.Context(), c.tool, json.RawMessage(c.args), f.run); err == nil || f.runs != 0 || rl.cutCount() != 1 {
+				t.Fatalf("the call cut after its decision: %v after %d runs and %d cuts; want an error, nothing run, one cut", err, f.runs, rl.cutCount())
+			}
+			a := call(t, r, "read", `{"path":"b"}`, f, gate.Done)
+			v := view(t, r)
+			if o := v.Step(1).Observation; a.Step != 2 || o == nil || !strings.HasPrefix(o.Content, "not run") || v.PendingApproval() != nil {
+				t.Fatalf("the next call at step %d; step 1's observation %+v; want step 1 recorded not run and nothing waiting", a.Step, o)
+			}
+		})
+	}
+}
+
+// A call the program reported interrupted while the server was away is
+// this process's, over: once the server is back the next call is not
+// told it may still be running in another process; recovery puts it to an
+// operator at once, as any interrupted write.
+func TestGate_AnInterruptedReportLostWithTheServerIsRecoveredAtOnce(t *testing.T) {
+	e, up, nc := onRestartable(t)
+	r := open(t, e.gate(t), "interrupted-away")
+	ask(t, r, "note", `{"path":"a"}`, gate.Allow)
+	up.Stop()
+	waitFor(t, "the client to see the server gone", func() bool { return !nc.IsConnected() })
+	if _, err := r.Report(t.Context(), "", fmt.Errorf("the program lost it: %w", driver.ErrInterrupted)); err == nil {
+		t.Fatal("report with the server away: no error")
+	}
+	up.Start()
+	waitFor(t, "the client to reconnect", nc.IsConnected)
+	_, err := r.Ask(t.Context(), "read", json.RawMessage(`{"path":"b"}`))
+	var w *gate.WaitingError
+	if !errors.As(err, &w) || w.Approval.Kind != driver.InterruptedSideEffect {
+		t.Fatalf("the next call: %v, want it refused while the interrupted write waits for an operator", err)
+	}
 }
