@@ -213,3 +213,51 @@ func TestGate_ADenialRecordedWithoutTheEndIsFinishedByTheNextCall(t *testing.T) 
 	}
 	t.Fatal("no cut fell between the denial and the run's end")
 }
+
+// A process told "may still be running" of another's call reads the run
+// again before it says so: once the other process has recorded the call's
+// result, the next call runs, and a reader (TakeIn, then View) sees it (an
+// eighth outside review had a second gateway say so for the call's whole
+// timeout).
+func TestGate_AnotherProcesssFinishedCallIsNotSaidToBeRunning(t *testing.T) {
+	e := newEnv(t)
+	rA := open(t, e.gate(t), "two-processes")
+	resume := func() *gate.Run {
+		r, err := e.gate(t).Resume(t.Context(), rA.ID())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(r.Close)
+		return r
+	}
+	rB, rC := resume(), resume() // C only reads
+	running, release := make(chan struct{}), make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		_, err := rA.Call(t.Context(), "note", json.RawMessage(`{"path":"a"}`), func(context.Context, json.RawMessage) (string, error) {
+			close(running)
+			<-release
+			return "A wrote", nil
+		})
+		done <- err
+	}()
+	<-running
+	f := &runner{}
+	if _, err := rB.Call(t.Context(), "read", json.RawMessage(`{"path":"b"}`), f.run); !errors.Is(err, gate.ErrElsewhere) {
+		t.Fatalf("B's call while A's runs: %v, want ErrElsewhere", err)
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatalf("A's call: %v", err)
+	}
+	if a := call(t, rB, "read", `{"path":"b"}`, f, gate.Done); a.Step != 2 {
+		t.Fatalf("B's next call: %+v, want it run as step 2", a)
+	}
+	if err := rC.TakeIn(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	vC := view(t, rC)
+	if o := vC.Observation(1); o == nil || o.Content != "A wrote" || vC.Steps.Len() != 2 {
+		t.Fatalf("C's view: %d steps, step 1's observation %+v; want both steps, A's result", vC.Steps.Len(), o)
+	}
+}

@@ -106,6 +106,13 @@ func (r *Run) TakeIn(ctx context.Context) error {
 		return nil
 	}
 	defer r.watch()
+	if !r.stale {
+		// A reader is told the run as the log has it, what other
+		// processes recorded included (a stale run is read whole below).
+		if err := r.g.d.Refresh(ctx, r.r); err != nil {
+			return fmt.Errorf("take in decisions on run %s: %w", r.ID(), err)
+		}
+	}
 	return r.takeIn(ctx, "take in decisions")
 }
 
@@ -338,6 +345,14 @@ func (r *Run) plan(ctx context.Context, tool string, args json.RawMessage) (c *c
 		// as that makes it (ended, or waiting on a grant).
 		if err := r.takeIn(ctx, "ask "+tool); err != nil {
 			return nil, err
+		}
+		r.r.Peek(func(v *projector.View) { c, err = r.planOn(v, tool, args) })
+	}
+	if err != nil && errors.Is(err, ErrElsewhere) {
+		// Said of the run as this process last read it: another process
+		// may have settled that call since. Read on from there first.
+		if err := r.g.d.Refresh(ctx, r.r); err != nil {
+			return nil, fmt.Errorf("ask %s on run %s: read what others recorded: %w", tool, r.ID(), err)
 		}
 		r.r.Peek(func(v *projector.View) { c, err = r.planOn(v, tool, args) })
 	}
