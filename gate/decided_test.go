@@ -231,22 +231,12 @@ func TestGate_AnotherProcesssFinishedCallIsNotSaidToBeRunning(t *testing.T) {
 		return r
 	}
 	rB, rC := resume(), resume() // C only reads
-	running, release := make(chan struct{}), make(chan struct{})
-	done := make(chan error, 1)
-	go func() {
-		_, err := rA.Call(t.Context(), "note", json.RawMessage(`{"path":"a"}`), func(context.Context, json.RawMessage) (string, error) {
-			close(running)
-			<-release
-			return "A wrote", nil
-		})
-		done <- err
-	}()
-	<-running
+	release, done := callHeld(t, rA, "note", `{"path":"a"}`, "A wrote")
 	f := &runner{}
 	if _, err := rB.Call(t.Context(), "read", json.RawMessage(`{"path":"b"}`), f.run); !errors.Is(err, gate.ErrElsewhere) {
 		t.Fatalf("B's call while A's runs: %v, want ErrElsewhere", err)
 	}
-	close(release)
+	release()
 	if err := <-done; err != nil {
 		t.Fatalf("A's call: %v", err)
 	}

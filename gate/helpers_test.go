@@ -1,6 +1,7 @@
 package gate_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"sync"
@@ -170,4 +171,23 @@ func (c *clock) Advance(d time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.now = c.now.Add(d)
+}
+
+// callHeld starts r's call of tool with args in the background, its
+// function blocked until release is called, and returns once the function
+// runs: done has the call's error once released.
+func callHeld(t *testing.T, r *gate.Run, tool, args, result string) (release func(), done <-chan error) {
+	t.Helper()
+	running, free := make(chan struct{}), make(chan struct{})
+	out := make(chan error, 1)
+	go func() {
+		_, err := r.Call(t.Context(), tool, json.RawMessage(args), func(context.Context, json.RawMessage) (string, error) {
+			close(running)
+			<-free
+			return result, nil
+		})
+		out <- err
+	}()
+	<-running
+	return func() { close(free) }, out
 }

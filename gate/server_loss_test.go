@@ -346,17 +346,7 @@ func TestGate_NotRunIsRecordedOnlyOverThisProcesssOwnAllow(t *testing.T) {
 	t.Cleanup(rA.Close)
 
 	// B's call is allowed and runs until released.
-	running, release := make(chan struct{}), make(chan struct{})
-	done := make(chan error, 1)
-	go func() {
-		_, err := rB.Call(t.Context(), "note", json.RawMessage(`{"path":"B"}`), func(context.Context, json.RawMessage) (string, error) {
-			close(running)
-			<-release
-			return "B wrote", nil
-		})
-		done <- err
-	}()
-	<-running
+	release, done := callHeld(t, rB, "note", `{"path":"B"}`, "B wrote")
 	// A, its view from before B's allow, asks with the server's answers
 	// held back: its allow loses the fence at the server, unheard.
 	rl.hold(true)
@@ -369,7 +359,7 @@ func TestGate_NotRunIsRecordedOnlyOverThisProcesssOwnAllow(t *testing.T) {
 	if _, err := rA.Call(t.Context(), "read", json.RawMessage(`{"path":"A"}`), fA.run); !errors.Is(err, gate.ErrElsewhere) {
 		t.Fatalf("A's next call: %v, want ErrElsewhere (B's call runs)", err)
 	}
-	close(release)
+	release()
 	if err := <-done; err != nil {
 		t.Fatalf("B's call: %v", err)
 	}
