@@ -14,6 +14,7 @@ import (
 
 	"github.com/arbiter-run/arbiter/driver"
 	"github.com/arbiter-run/arbiter/events"
+	"github.com/arbiter-run/arbiter/internal/decisions"
 	"github.com/arbiter-run/arbiter/internal/jsinbox"
 	"github.com/arbiter-run/arbiter/internal/stack"
 	"github.com/arbiter-run/arbiter/projector"
@@ -349,10 +350,15 @@ func (w *Worker) handle(ctx context.Context, msg nudge, stop <-chan struct{}) {
 }
 
 // afterAck closes the window between the last look at a run and the ack of
-// its nudge: a decision appended meanwhile had its own nudge refused as a
-// duplicate, so if the run moved, nudge it again. A run left waiting on an
-// approval with an expiry gets a timer, so it expires whether or not anyone
-// looks at it then.
+// its nudge: anything that came meanwhile had its own nudge refused as a
+// duplicate (one waits per run), so nudge the run again if it came. That
+// is an event appended to the run (its tail moved), or, for a run waiting
+// on an approval, an operator's decision, which is published on the
+// decisions stream and appended to the run only when a worker takes it
+// in: a grant published after the drive's last read of that stream was
+// otherwise lost, and the run waited for ever. A run left waiting on an
+// approval with an expiry gets a timer, so it expires whether or not
+// anyone looks at it then.
 func (w *Worker) afterAck(ctx context.Context, r *driver.Run) {
 	if statusOf(r).Ended() {
 		return // a decision arriving now changes nothing; no nudge to lose
@@ -362,6 +368,17 @@ func (w *Worker) afterAck(ctx context.Context, r *driver.Run) {
 		_ = w.q.Nudge(ctx, r.ID(), fmt.Sprintf("moved-%d", tail.Count))
 	}
 	v := r.View()
+	if a := v.PendingApproval(); v.Run.Status == projector.Waiting && a != nil && a.State == projector.Pending {
+		// Read after the ack: a decision whose nudge was refused was
+		// stored before it, and one stored after it had its nudge taken.
+		msgs, err := decisions.Read(ctx, w.d.Log(), r.ID(), v.Intake, 1)
+		switch {
+		case err != nil:
+			_ = w.q.Nudge(ctx, r.ID(), "intake") // cannot tell: look again
+		case len(msgs) > 0:
+			_ = w.q.Nudge(ctx, r.ID(), fmt.Sprintf("intake-%d", msgs[0].Sequence))
+		}
+	}
 	if v.Run.Status == projector.Waiting {
 		if a := v.PendingApproval(); a != nil && a.ExpiresAt != nil {
 			if err := w.q.timer(ctx, r.ID(), a.ID); err != nil {
