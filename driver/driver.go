@@ -187,14 +187,14 @@ type Run struct {
 	// lost is the tail (count and hash) r's run would have if the last
 	// append that failed other than on a conflict was stored, and
 	// lostCall the step whose call that event decided or allowed (0: it
-	// was of no call); mineCall is that of the last event r stored, at
-	// tail mineAt. lateCall, on a Run read again by [Driver.Reload], is
-	// the step when the run ends with either of those events, at tail
-	// lateAt (see [Run.OwnCallLast]).
+	// was of no call); mineCall is that of the last event r stored, the
+	// one at r's tail (anything else that moves the tail makes a new Run).
+	// lateCall, on a Run read again by [Driver.Reload], is the step when
+	// the run ends with either of those events, at tail lateAt (see
+	// [Run.OwnCallLast]).
 	lost     events.Tail
 	lostCall int
 	mineCall int
-	mineAt   events.Tail
 	lateCall int
 	lateAt   events.Tail
 	// agent is the agent of the drive in progress; spec its decision for
@@ -490,7 +490,7 @@ func (d *Driver) commit(ctx context.Context, r *Run, p *pending) error {
 	}
 	r.view = p.view
 	r.tail = p.p.Tail()
-	r.mineCall, r.mineAt = callOf(p.k, p.body), r.tail
+	r.mineCall = callOf(p.k, p.body)
 	// One field at a time, for the stack's sake (see send).
 	r.next = p.next
 	r.hasNext, r.nextAt = p.hasNext, r.tail

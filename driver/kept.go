@@ -67,17 +67,17 @@ func (r *Run) keepIfLost(err error, o events.ObservedBody) {
 }
 
 // Deliver records the observation r keeps (see [Run.Keep]), if r is still
-// at the tail it was kept at, and reports whether there was one. On an
-// error other than a conflict it is kept still.
-func (d *Driver) Deliver(ctx context.Context, r *Run) (bool, error) {
+// at the tail it was kept at. On an error other than a conflict it is kept
+// still.
+func (d *Driver) Deliver(ctx context.Context, r *Run) error {
 	if _, ok := r.Kept(); !ok {
 		r.hasKept = false
-		return false, nil
+		return nil
 	}
 	if err := d.deliver(ctx, r); err != nil {
-		return true, fmt.Errorf("record the kept observation of step %d on run %s: %w", r.kept.Step, r.ID(), err)
+		return fmt.Errorf("record the kept observation of step %d on run %s: %w", r.kept.Step, r.ID(), err)
 	}
-	return true, nil
+	return nil
 }
 
 // deliver appends r's kept observation, which is at r's tail.
@@ -105,7 +105,7 @@ func (d *Driver) Reload(ctx context.Context, r *Run) (*Run, error) {
 	switch {
 	case r.lostCall > 0 && fresh.tail.Count == r.lost.Count && fresh.tail.Hash == r.lost.Hash:
 		fresh.lateCall, fresh.lateAt = r.lostCall, fresh.tail // stored late
-	case r.mineCall > 0 && fresh.tail == r.mineAt:
+	case r.mineCall > 0 && fresh.tail == r.tail:
 		fresh.lateCall, fresh.lateAt = r.mineCall, fresh.tail // stored, and what followed was not
 	}
 	return fresh, nil

@@ -121,7 +121,7 @@ func (r *Run) takeIn(ctx context.Context, what string) error {
 	if err := r.reload(ctx, what); err != nil {
 		return err
 	}
-	_, err := r.g.d.Deliver(ctx, r.r)
+	err := r.g.d.Deliver(ctx, r.r)
 	if err == nil {
 		err = r.g.d.TakeIn(ctx, r.r)
 	}
@@ -187,16 +187,17 @@ func (r *Run) watchAfter(was string) {
 		return
 	}
 	r.watched = id
-	r.tmu.Lock()
-	defer r.tmu.Unlock()
-	if r.life.Err() == nil {
-		r.rearm(wait)
-	}
+	r.rearm(wait)
 }
 
-// rearm replaces the timer with one that fires after wait: the run has one
-// at a time, which Close stops. Under tmu.
+// rearm replaces the timer with one that fires after wait, unless the run
+// is closed: the run has one at a time, which Close stops.
 func (r *Run) rearm(wait time.Duration) {
+	r.tmu.Lock()
+	defer r.tmu.Unlock()
+	if r.life.Err() != nil {
+		return
+	}
 	if r.timer != nil {
 		r.timer.Stop()
 	}
@@ -212,11 +213,7 @@ func (r *Run) expire() {
 	if r.calling.Load() || !r.mu.TryLock() {
 		// A call holds the run: it takes in the expiry itself; the timer
 		// looks again soon in case that call ended just before.
-		r.tmu.Lock()
-		if r.life.Err() == nil {
-			r.rearm(50 * time.Millisecond)
-		}
-		r.tmu.Unlock()
+		r.rearm(50 * time.Millisecond)
 		return
 	}
 	defer r.mu.Unlock()
