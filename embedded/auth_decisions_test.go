@@ -46,14 +46,7 @@ func TestDecisions_WhatTheOperatorUserPublishesIsJudgedOnce(t *testing.T) {
 	subject := decisions.Subject(opLog, run)
 
 	// Garbage, and garbage of exactly the limit: stored, refused once each.
-	if _, err := e.operator.js.Publish(ctx, subject, []byte("not a decision")); err != nil {
-		t.Fatalf("operator publishes garbage: %v", err)
-	}
-	atLimit := append([]byte(`{"approval":"`), bytes.Repeat([]byte("x"), layout.MaxDecisionBytes-len(`{"approval":""}`))...)
-	atLimit = append(atLimit, `"}`...)
-	if _, err := e.operator.js.Publish(ctx, subject, atLimit); err != nil {
-		t.Fatalf("operator publishes %d bytes (the limit): %v", len(atLimit), err)
-	}
+	atLimit := e.publishGarbage(t, subject)
 	// Over the limit: the server refuses it; nothing is stored.
 	if _, err := e.operator.js.Publish(ctx, subject, append(atLimit, ' ')); err == nil {
 		t.Fatalf("a decision of %d bytes was stored, over the %d-byte limit", len(atLimit)+1, layout.MaxDecisionBytes)
@@ -106,4 +99,20 @@ func TestDecisions_WhatTheOperatorUserPublishesIsJudgedOnce(t *testing.T) {
 		t.Errorf("refusals %+v, want the copy refused as naming %s", v.Refusals, first.ID)
 	}
 	e.operator.noViolations(t, "publishing on the decision subject")
+}
+
+// publishGarbage publishes on subject, as the operator user, a message
+// that is no decision and one of exactly the decision stream's limit, and
+// returns the latter.
+func (e *authEnv) publishGarbage(t *testing.T, subject string) []byte {
+	t.Helper()
+	if _, err := e.operator.js.Publish(t.Context(), subject, []byte("not a decision")); err != nil {
+		t.Fatalf("operator publishes garbage: %v", err)
+	}
+	atLimit := append([]byte(`{"approval":"`), bytes.Repeat([]byte("x"), layout.MaxDecisionBytes-len(`{"approval":""}`))...)
+	atLimit = append(atLimit, `"}`...)
+	if _, err := e.operator.js.Publish(t.Context(), subject, atLimit); err != nil {
+		t.Fatalf("operator publishes %d bytes (the limit): %v", len(atLimit), err)
+	}
+	return atLimit
 }

@@ -1,7 +1,6 @@
 package embedded_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"testing"
 	"time"
@@ -11,7 +10,6 @@ import (
 	"github.com/arbiter-run/arbiter/events"
 	"github.com/arbiter-run/arbiter/gate"
 	"github.com/arbiter-run/arbiter/internal/decisions"
-	"github.com/arbiter-run/arbiter/internal/layout"
 	"github.com/arbiter-run/arbiter/policy"
 )
 
@@ -50,14 +48,7 @@ func TestDecisions_AGateTakesInWhatTheOperatorUserPublishesOnce(t *testing.T) {
 		t.Fatalf("attach as operator: %v", err)
 	}
 	subject := decisions.Subject(opLog, run)
-	if _, err := e.operator.js.Publish(ctx, subject, []byte("not a decision")); err != nil {
-		t.Fatalf("operator publishes garbage: %v", err)
-	}
-	atLimit := append([]byte(`{"approval":"`), bytes.Repeat([]byte("x"), layout.MaxDecisionBytes-len(`{"approval":""}`))...)
-	atLimit = append(atLimit, `"}`...)
-	if _, err := e.operator.js.Publish(ctx, subject, atLimit); err != nil {
-		t.Fatalf("operator publishes %d bytes (the limit): %v", len(atLimit), err)
-	}
+	e.publishGarbage(t, subject)
 	grant, err := approvals.Sign(e.opKey, run, p.Approval.ID, p.Approval.Hash, events.DecisionGrant, "ok", time.Now())
 	if err != nil {
 		t.Fatal(err)
